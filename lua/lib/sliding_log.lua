@@ -1,0 +1,140 @@
+-- Sliding log: a sorted set per key, one entry per admitted request, scored by its time, whose
+-- member is the running total of units after it packed as a 7-byte big-endian integer. Packed
+-- that way members sort like their numbers, so among entries of the same millisecond the last
+-- one is the largest total, and a window's usage is `total − total before the window`
+-- whatever the costs. Mirrors algorithms/sliding-log.ts; where that keeps `base`, this keeps
+-- the newest entry that has left the longest window.
+
+local function sl_total(member)
+  return struct.unpack('>I7', member)
+end
+
+local function sl_longest(windows)
+  local longest = 0
+  for _, w in ipairs(windows) do
+    longest = math.max(longest, w.period)
+  end
+  return longest
+end
+
+local function sl_total_at_or_before(key, time)
+  local found = redis.call('ZREVRANGEBYSCORE', key, time, '-inf', 'LIMIT', 0, 1)
+  if found[1] then
+    return sl_total(found[1])
+  end
+  return 0
+end
+
+local function sl_last(key)
+  local found = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if found[1] then
+    return sl_total(found[1]), tonumber(found[2])
+  end
+  return 0, nil
+end
+
+local function sl_usage(log, w, now)
+  if not log.total then
+    log.total = sl_last(log.key)
+  end
+  local before = sl_total_at_or_before(log.key, now - w.period)
+  return log.total - before, before
+end
+
+local sliding_log = {}
+
+function sliding_log.load(key)
+  return { key = key }
+end
+
+function sliding_log.fits_at(log, w, now, need)
+  if need > w.limit then
+    return NEVER
+  end
+  local used, before = sl_usage(log, w, now)
+  if used + need <= w.limit then
+    return now
+  end
+  -- The request fits once enough of the oldest units have left the window: find the first
+  -- entry whose running total reaches the target, by rank (totals grow with rank).
+  local target = before + used + need - w.limit
+  local low, high = 0, redis.call('ZCARD', log.key) - 1
+  while low < high do
+    local mid = math.floor((low + high) / 2)
+    if sl_total(redis.call('ZRANGE', log.key, mid, mid)[1]) >= target then
+      high = mid
+    else
+      low = mid + 1
+    end
+  end
+  local entry = redis.call('ZRANGE', log.key, low, low, 'WITHSCORES')
+  return tonumber(entry[2]) + w.period
+end
+
+function sliding_log.remaining(log, w, now)
+  local used = sl_usage(log, w, now)
+  return math.max(0, w.limit - used)
+end
+
+function sliding_log.charge(log, windows, now, cost)
+  local key = log.key
+  local cutoff = now - sl_longest(windows)
+  local total, last_time = sl_last(key)
+  local at = now
+  if last_time == nil or last_time <= cutoff then
+    -- Nothing left in any window: start the running total afresh.
+    redis.call('DEL', key)
+    total = 0
+  else
+    -- Keep the newest entry outside the windows: its total is where the windows start counting.
+    local outside = redis.call('ZCOUNT', key, '-inf', cutoff)
+    if outside > 1 then
+      redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
+    end
+    -- Entries stay in time order even when a caller's clock lags the one that wrote before it.
+    at = math.max(now, last_time)
+  end
+  redis.call('ZADD', key, at, struct.pack('>I7', total + cost))
+  log.total = nil
+  return log
+end
+
+function sliding_log.refund(log, windows, now, cost)
+  local key = log.key
+  local cutoff = now - sl_longest(windows)
+  local left = cost
+  while left > 0 do
+    local last = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+    local n = #last
+    if n == 0 or tonumber(last[n]) <= cutoff then
+      break
+    end
+    local total = sl_total(last[n - 1])
+    local previous = 0
+    if n == 4 then
+      previous = sl_total(last[1])
+    end
+    redis.call('ZREM', key, last[n - 1])
+    if total - previous <= left then
+      left = left - (total - previous)
+    else
+      redis.call('ZADD', key, last[n], struct.pack('>I7', total - left))
+      left = 0
+    end
+  end
+  log.total = nil
+  return log
+end
+
+function sliding_log.save(key, log, windows, now)
+  local _, last_time = sl_last(key)
+  local ttl = 0
+  if last_time then
+    ttl = last_time + sl_longest(windows) - now
+  end
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, fmt(ttl))
+  else
+    redis.call('DEL', key)
+  end
+end

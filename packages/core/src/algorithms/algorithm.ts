@@ -1,0 +1,28 @@
+import type { Window } from '../rules.js'
+
+/** A time that never comes: the answer of `fitsAt` when a cost exceeds a window's limit. */
+export const NEVER = Number.POSITIVE_INFINITY
+
+/**
+ * The pure model of one algorithm over the state of one (rule, identifier) pair, which holds
+ * every window of the rule. Times are integer milliseconds. The Lua scripts in `lua/` implement
+ * the same arithmetic in the same order, and one conformance suite holds both to it.
+ */
+export interface Algorithm<S> {
+  /** The earliest time ≥ `now` at which `need` more units fit in `window`, or NEVER. */
+  fitsAt(state: S | undefined, window: Window, now: number, need: number): number
+  /** Whole units that still fit in `window` at `now`. */
+  remaining(state: S | undefined, window: Window, now: number): number
+  /** Charges `cost` to every window; callers check `fitsAt` first. */
+  charge(state: S | undefined, windows: readonly Window[], now: number, cost: number): S
+  /** Gives back up to `cost` units, most recent first; `undefined` when nothing is left. */
+  refund(state: S | undefined, windows: readonly Window[], now: number, cost: number): S | undefined
+  /** From this time on the state is indistinguishable from no state, so it may be dropped. */
+  expiresAt(state: S, windows: readonly Window[]): number
+}
+
+/** When `window` next frees a unit: now if nothing is used, else when one more unit fits. */
+export function resetAt<S>(algorithm: Algorithm<S>, state: S | undefined, window: Window, now: number): number {
+  const remaining = algorithm.remaining(state, window, now)
+  return remaining >= window.limit ? now : algorithm.fitsAt(state, window, now, remaining + 1)
+}

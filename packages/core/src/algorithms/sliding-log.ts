@@ -1,0 +1,113 @@
+import type { Window } from '../rules.js'
+import { type Algorithm, NEVER } from './algorithm.js'
+
+/**
+ * Every admitted request as (time, running total of units after it). The running total makes a
+ * window's usage one subtraction, `total − total before the window`, whatever the costs, so a
+ * byte quota costs one entry per request, not one per byte. Entries that left the longest window
+ * are dropped and their total is kept as `base`.
+ */
+export interface SlidingLogState {
+  times: number[]
+  totals: number[]
+  base: number
+}
+
+function longestPeriod(windows: readonly Window[]): number {
+  let longest = 0
+  for (const window of windows) longest = Math.max(longest, window.periodMs)
+  return longest
+}
+
+/** Index of the last entry at or before `time`, or -1. */
+function lastAtOrBefore(times: readonly number[], time: number): number {
+  let low = 0
+  let high = times.length
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    if ((times[mid] as number) <= time) low = mid + 1
+    else high = mid
+  }
+  return low - 1
+}
+
+function totalAt(state: SlidingLogState, index: number): number {
+  return index < 0 ? state.base : (state.totals[index] as number)
+}
+
+function used(state: SlidingLogState, window: Window, now: number): { used: number; before: number } {
+  const before = totalAt(state, lastAtOrBefore(state.times, now - window.periodMs))
+  return { used: totalAt(state, state.totals.length - 1) - before, before }
+}
+
+export const slidingLog: Algorithm<SlidingLogState> = {
+  fitsAt(state, window, now, need) {
+    if (need > window.limit) return NEVER
+    if (!state) return now
+    const { used: inWindow, before } = used(state, window, now)
+    if (inWindow + need <= window.limit) return now
+    // The request fits once enough of the oldest units have left the window.
+    const target = before + inWindow + need - window.limit
+    let low = 0
+    let high = state.totals.length - 1
+    while (low < high) {
+      const mid = (low + high) >>> 1
+      if ((state.totals[mid] as number) >= target) high = mid
+      else low = mid + 1
+    }
+    return (state.times[low] as number) + window.periodMs
+  },
+
+  remaining(state, window, now) {
+    if (!state) return window.limit
+    return Math.max(0, window.limit - used(state, window, now).used)
+  },
+
+  charge(state, windows, now, cost) {
+    const cutoff = now - longestPeriod(windows)
+    const log = state ?? { times: [], totals: [], base: 0 }
+    const last = log.times.length - 1
+    if (last < 0 || (log.times[last] as number) <= cutoff) {
+      // Nothing left in any window: start the running total afresh.
+      log.times = []
+      log.totals = []
+      log.base = 0
+    } else {
+      const expired = lastAtOrBefore(log.times, cutoff) + 1
+      if (expired > 0) {
+        log.base = log.totals[expired - 1] as number
+        log.times.splice(0, expired)
+        log.totals.splice(0, expired)
+      }
+    }
+    const n = log.times.length
+    // Entries stay in time order even when a caller's clock lags the one that wrote before it.
+    log.times.push(n > 0 ? Math.max(now, log.times[n - 1] as number) : now)
+    log.totals.push(totalAt(log, n - 1) + cost)
+    return log
+  },
+
+  refund(state, windows, now, cost) {
+    if (!state) return undefined
+    const cutoff = now - longestPeriod(windows)
+    let left = cost
+    while (left > 0 && state.times.length > 0 && (state.times[state.times.length - 1] as number) > cutoff) {
+      const last = state.times.length - 1
+      const units = (state.totals[last] as number) - totalAt(state, last - 1)
+      if (units <= left) {
+        state.times.pop()
+        state.totals.pop()
+        left -= units
+      } else {
+        state.totals[last] = (state.totals[last] as number) - left
+        left = 0
+      }
+    }
+    return state
+  },
+
+  expiresAt(state, windows) {
+    const n = state.times.length
+    return n === 0 ? 0 : (state.times[n - 1] as number) + longestPeriod(windows)
+  },
+}

@@ -1,0 +1,39 @@
+/**
+ * - `ok`: every window had room; the cost was charged (or, for `peek`, would be).
+ * - `limited`: at least one window refused; nothing was charged.
+ */
+export type DecisionReason = 'ok' | 'limited'
+
+export interface WindowState {
+  /** The rule this window belongs to: the decision's own rule or one of its parents. @example 'auth.createToken' */
+  rule: string
+  /** The identifier this window counts for. @example 'ip:203.0.113.7' */
+  identifier: string
+  /** @example 5 */
+  limit: number
+  /** @example 3000 */
+  periodMs: number
+  /** Whole units left in this window after the decision. @example 0 */
+  remaining: number
+  /** Epoch milliseconds at which this window next frees a unit; the decision's time when nothing is used. @example 1763712003000 */
+  resetAtMs: number
+  /** Whether this window refused the request. @example true */
+  failed: boolean
+}
+
+export interface Decision {
+  /** Whether the request may proceed. @example false */
+  allowed: boolean
+  /** Why: a real pass or a real refusal. @example 'limited' */
+  reason: DecisionReason
+  /** The rule the decision was asked of. @example 'auth.createToken' */
+  rule: string
+  /** Units this request asked for. @example 1 */
+  cost: number
+  /** 0 when allowed; else milliseconds until this same request would fit, `Infinity` when its cost exceeds a window's limit. @example 2100 */
+  retryAfterMs: number
+  /** The time the store decided at, epoch milliseconds (the Redis server's clock by default). @example 1763712000900 */
+  nowMs: number
+  /** Every window of the rule and its parents, for every identifier: rule order, then identifier order, then window order. */
+  windows: WindowState[]
+}

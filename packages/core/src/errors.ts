@@ -1,0 +1,55 @@
+/**
+ * Stable error codes: callers branch on `code`, never on message text.
+ * - `TG_CONFIG`: a limiter, rule, window or store option is invalid (thrown at construction).
+ * - `TG_UNKNOWN_RULE`: a decision names a rule the limiter does not hold.
+ * - `TG_INVALID_ARGUMENT`: a decision's identifiers or cost are unusable (thrown before any I/O).
+ * - `TG_CLOSED`: a decision was asked of a limiter that is closing or closed.
+ * - `TG_STORE`: the store failed or answered something it should not have.
+ */
+export type TollgateErrorCode = 'TG_CONFIG' | 'TG_UNKNOWN_RULE' | 'TG_INVALID_ARGUMENT' | 'TG_CLOSED' | 'TG_STORE'
+
+export class TollgateError extends Error {
+  readonly code: TollgateErrorCode
+
+  constructor(code: TollgateErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'TollgateError'
+    this.code = code
+  }
+}
+
+/** Thrown at construction: the message names the rule, window, option and offending value. */
+export class TollgateConfigError extends TollgateError {
+  constructor(message: string) {
+    super('TG_CONFIG', message)
+    this.name = 'TollgateConfigError'
+  }
+}
+
+/**
+ * A TypeError (so `instanceof TypeError` holds for bad cost or identifiers) that also carries
+ * a stable code like every other Tollgate error.
+ */
+export class TollgateArgumentError extends TypeError {
+  readonly code = 'TG_INVALID_ARGUMENT' as const
+
+  constructor(message: string) {
+    super(message)
+    this.name = 'TollgateArgumentError'
+  }
+}
+
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') {
+    return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value)
+  }
+  if (typeof value === 'bigint') return `${value}n`
+  if (typeof value === 'function') return 'a function'
+  if (value === null || typeof value !== 'object') return String(value)
+  try {
+    const json = JSON.stringify(value)
+    return json.length > 80 ? `${json.slice(0, 77)}...` : json
+  } catch {
+    return Object.prototype.toString.call(value)
+  }
+}

@@ -1,0 +1,25 @@
+export type { Clock } from './clock.js'
+export type { Decision, DecisionReason, WindowState } from './decision.js'
+export { parseDuration } from './duration.js'
+export type { TollgateErrorCode } from './errors.js'
+export { TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
+export type { IpIdentifierOptions } from './identifiers/ip.js'
+export { ipIdentifier } from './identifiers/ip.js'
+export { userIdentifier } from './identifiers/user.js'
+export type { DecisionOptions, Limiter, LimiterOptions } from './limiter.js'
+export { createLimiter, MAX_IDENTIFIERS } from './limiter.js'
+export { loadRules } from './load-rules.js'
+export type { AlgorithmName, Rule, RuleOptions, RulesOptions, WarningHandler, Window, WindowOptions } from './rules.js'
+export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules.js'
+export type { MemoryStoreOptions } from './stores/memory-store.js'
+export { MemoryStore } from './stores/memory-store.js'
+export type { RedisClientLike, RedisStoreOptions } from './stores/redis-store.js'
+export { RedisStore } from './stores/redis-store.js'
+export type {
+  Store,
+  StoreOperation,
+  StoreRequest,
+  StoreResult,
+  StoreTarget,
+  StoreWindowResult,
+} from './stores/store.js'

@@ -1,0 +1,71 @@
+import { createHash } from 'node:crypto'
+import { describeValue, TollgateArgumentError, TollgateConfigError } from './errors.js'
+import type { AlgorithmName } from './rules.js'
+
+/**
+ * Key layout: `<prefix><rule>:{<identifier>}:<algorithm>`.
+ *
+ * The identifier is the Cluster hash tag, so every rule and window of one identifier lives in
+ * one slot while different identifiers spread over the cluster. Both parts are written raw
+ * when they are short and made of characters that cannot confuse the layout, and as `#` plus
+ * a SHA-256 digest otherwise. Raw parts never contain `#`, `{` or `}`, so a raw part and a
+ * hashed one cannot meet, the first `{` always opens the tag and the first `}` closes it.
+ * The digest covers the UTF-16 code units, not UTF-8, because UTF-8 would map every lone
+ * surrogate to U+FFFD and make distinct identifiers collide.
+ */
+const RAW_PART = /^[A-Za-z0-9._:@+=/-]{1,64}$/
+const ALGORITHM_CODE: Readonly<Record<AlgorithmName, string>> = {
+  'sliding-log': 'sl',
+  'fixed-window': 'fw',
+  'sliding-window': 'sw',
+  'token-bucket': 'tb',
+  gcra: 'gc',
+}
+
+/** Identifiers longer than this are refused outright: nothing legitimate needs them, and hashing megabytes per request is a denial-of-service lever. */
+export const MAX_IDENTIFIER_LENGTH = 16_384
+
+export function encodeKeyPart(part: string): string {
+  if (RAW_PART.test(part)) return part
+  return `#${createHash('sha256').update(part, 'utf16le').digest('base64url').slice(0, 27)}`
+}
+
+export function validatePrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || prefix.length > 64 || /[{}]/.test(prefix)) {
+    throw new TollgateConfigError(
+      `option prefix must be a string of at most 64 characters without '{' or '}' (they would break Cluster hash tags), got ${describeValue(prefix)}`,
+    )
+  }
+  return prefix
+}
+
+export function validateIdentifier(identifier: unknown): string {
+  if (typeof identifier !== 'string' || identifier.length === 0) {
+    throw new TollgateArgumentError(`an identifier must be a non-empty string, got ${describeValue(identifier)}`)
+  }
+  if (identifier.length > MAX_IDENTIFIER_LENGTH) {
+    throw new TollgateArgumentError(
+      `an identifier must be at most ${MAX_IDENTIFIER_LENGTH} characters, got one of ${identifier.length}`,
+    )
+  }
+  return identifier
+}
+
+/** Builds state keys; rule parts are encoded once, identifier parts on each call. */
+export class KeyBuilder {
+  readonly prefix: string
+  private readonly ruleParts = new Map<string, string>()
+
+  constructor(prefix: string) {
+    this.prefix = validatePrefix(prefix)
+  }
+
+  key(rule: string, algorithm: AlgorithmName, identifier: string): string {
+    let head = this.ruleParts.get(rule)
+    if (head === undefined) {
+      head = `${this.prefix}${encodeKeyPart(rule)}:{`
+      this.ruleParts.set(rule, head)
+    }
+    return `${head}${encodeKeyPart(identifier)}}:${ALGORITHM_CODE[algorithm]}`
+  }
+}

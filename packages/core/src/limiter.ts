@@ -1,0 +1,211 @@
+import type { Decision, WindowState } from './decision.js'
+import { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
+import { validateIdentifier } from './keys.js'
+import {
+  isPlainObject,
+  type Rule,
+  type RulesOptions,
+  rejectUnknownKeys,
+  resolveRules,
+  type WarningHandler,
+} from './rules.js'
+import { MemoryStore } from './stores/memory-store.js'
+import type { Store, StoreOperation, StoreTarget } from './stores/store.js'
+
+export interface LimiterOptions {
+  /**
+   * Where counts live. The limiter owns it: `limiter.close()` closes it.
+   * @default new MemoryStore()
+   */
+  store?: Store
+  /**
+   * Rules by name, or the result of `loadRules(…)`.
+   * @example { 'auth.createToken': { windows: [{ limit: 20, period: '60s' }, { limit: 5, period: '3s' }] } }
+   */
+  rules: RulesOptions
+  /**
+   * Receives configuration warnings, such as a window that can never bind.
+   * @default process.emitWarning
+   */
+  onWarning?: WarningHandler
+}
+
+export interface DecisionOptions {
+  /**
+   * Units this request counts for: 1 per request, or bytes, tokens… An integer ≥ 0; 0 checks
+   * without charging.
+   * @default 1
+   */
+  cost?: number
+}
+
+/** Identifiers or windows beyond these make one decision unreasonably large; they are refused. */
+export const MAX_IDENTIFIERS = 8
+
+export interface Limiter {
+  /** Checks every window of the rule and its parents for every identifier; charges all or none. */
+  consume(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
+  /** The decision `consume` would make now, charging nothing. */
+  peek(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
+  /** Gives `cost` units back to every window `consume` would charge, most recent first. */
+  refund(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
+  /** Forgets the state of the rule and its parents for these identifiers. */
+  reset(rule: string, identifiers: string | readonly string[]): Promise<void>
+  /** Refuses new calls, waits for those in flight, then closes the store. */
+  close(): Promise<void>
+  /** The resolved rules, by name. */
+  readonly rules: ReadonlyMap<string, Rule>
+}
+
+const OPTION_KEYS = new Set(['store', 'rules', 'onWarning'])
+const DECISION_OPTION_KEYS = new Set(['cost'])
+
+const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
+
+export function createLimiter(options: LimiterOptions): Limiter {
+  const raw: unknown = options
+  if (!isPlainObject(raw)) {
+    throw new TollgateConfigError(`createLimiter options must be an object { rules }, got ${describeValue(raw)}`)
+  }
+  rejectUnknownKeys(raw, OPTION_KEYS, 'createLimiter')
+  const { onWarning = emitWarning } = options
+  if (typeof onWarning !== 'function') {
+    throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)
+  }
+  const store = options.store ?? new MemoryStore()
+  if (typeof store?.evaluate !== 'function' || typeof store.reset !== 'function') {
+    throw new TollgateConfigError(
+      `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(store)}`,
+    )
+  }
+  const rules = resolveRules(options.rules, onWarning)
+  const inFlight = new Set<Promise<unknown>>()
+  let closing: Promise<void> | undefined
+
+  function track<T>(work: () => Promise<T>): Promise<T> {
+    if (closing) return Promise.reject(new TollgateError('TG_CLOSED', 'the limiter is closed'))
+    const promise = work()
+    inFlight.add(promise)
+    const forget = () => inFlight.delete(promise)
+    promise.then(forget, forget)
+    return promise
+  }
+
+  function decide(operation: StoreOperation, ruleName: string, identifiers: unknown, options: unknown) {
+    return track(async () => {
+      const rule = ruleOf(rules, ruleName)
+      const ids = identifiersOf(identifiers)
+      const cost = costOf(options)
+      const targets = targetsOf(rule, ids)
+      const result = await store.evaluate({ operation, targets, cost })
+      return toDecision(rule.name, cost, targets, result)
+    })
+  }
+
+  return {
+    rules,
+    consume: (rule, identifiers, options) => decide('consume', rule, identifiers, options),
+    peek: (rule, identifiers, options) => decide('peek', rule, identifiers, options),
+    refund: (rule, identifiers, options) => decide('refund', rule, identifiers, options),
+    reset: (rule, identifiers) =>
+      track(async () => store.reset(targetsOf(ruleOf(rules, rule), identifiersOf(identifiers)))),
+    close() {
+      closing ??= Promise.allSettled([...inFlight]).then(() => store.close())
+      return closing
+    },
+  }
+}
+
+function ruleOf(rules: ReadonlyMap<string, Rule>, name: string): Rule {
+  const rule = rules.get(name)
+  if (!rule) {
+    throw new TollgateError(
+      'TG_UNKNOWN_RULE',
+      `unknown rule ${describeValue(name)}; the limiter holds ${[...rules.keys()].map((n) => `'${n}'`).join(', ')}`,
+    )
+  }
+  return rule
+}
+
+function identifiersOf(identifiers: unknown): readonly string[] {
+  const list = typeof identifiers === 'string' ? [identifiers] : identifiers
+  if (!Array.isArray(list) || list.length === 0) {
+    throw new TollgateArgumentError(
+      `identifiers must be a non-empty string or array of strings, got ${describeValue(identifiers)}`,
+    )
+  }
+  if (list.length > MAX_IDENTIFIERS) {
+    throw new TollgateArgumentError(`a decision takes at most ${MAX_IDENTIFIERS} identifiers, got ${list.length}`)
+  }
+  for (let i = 0; i < list.length; i++) {
+    validateIdentifier(list[i])
+    if (list.indexOf(list[i]) !== i) {
+      throw new TollgateArgumentError(`identifier ${describeValue(list[i])} is given twice; it would be charged twice`)
+    }
+  }
+  return list as readonly string[]
+}
+
+function costOf(options: unknown): number {
+  if (options === undefined) return 1
+  if (!isPlainObject(options)) {
+    throw new TollgateArgumentError(`decision options must be an object { cost }, got ${describeValue(options)}`)
+  }
+  for (const key of Object.keys(options)) {
+    if (!DECISION_OPTION_KEYS.has(key))
+      throw new TollgateArgumentError(`unknown decision option '${key}'; known: 'cost'`)
+  }
+  const { cost = 1 } = options
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+    throw new TollgateArgumentError(`cost must be a non-negative integer, got ${describeValue(cost)}`)
+  }
+  return cost
+}
+
+function targetsOf(rule: Rule, identifiers: readonly string[]): StoreTarget[] {
+  const targets: StoreTarget[] = []
+  for (const link of rule.chain) {
+    for (const identifier of identifiers) {
+      targets.push({ rule: link.name, algorithm: link.algorithm, windows: link.windows, identifier })
+    }
+  }
+  return targets
+}
+
+function toDecision(
+  rule: string,
+  cost: number,
+  targets: readonly StoreTarget[],
+  result: Awaited<ReturnType<Store['evaluate']>>,
+): Decision {
+  const { allowed, nowMs } = result
+  const windows: WindowState[] = []
+  let retryAt = nowMs
+  let i = 0
+  for (const target of targets) {
+    for (const window of target.windows) {
+      const answer = result.windows[i++]
+      if (!answer) throw new TollgateError('TG_STORE', 'the store answered fewer windows than the decision holds')
+      const failed = !allowed && answer.fitsAtMs > nowMs
+      if (failed) retryAt = Math.max(retryAt, answer.fitsAtMs)
+      windows.push({
+        rule: target.rule,
+        identifier: target.identifier,
+        limit: window.limit,
+        periodMs: window.periodMs,
+        remaining: answer.remaining,
+        resetAtMs: answer.resetAtMs,
+        failed,
+      })
+    }
+  }
+  return {
+    allowed,
+    reason: allowed ? 'ok' : 'limited',
+    rule,
+    cost,
+    retryAfterMs: retryAt - nowMs,
+    nowMs,
+    windows,
+  }
+}

@@ -1,0 +1,83 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { parse } from 'yaml'
+import { describeValue, TollgateConfigError } from './errors.js'
+import { isPlainObject, type RuleOptions, type RulesOptions, rejectUnknownKeys } from './rules.js'
+
+const ITEM_KEYS = new Set(['name', 'config', 'algorithm', 'parent'])
+const WINDOW_KEYS = new Set(['limit', 'period'])
+
+/**
+ * Reads rules from YAML or JSON text, or from a file path (or `file:` URL), in this form:
+ *
+ * ```yaml
+ * limits:
+ *   - name: auth.createToken
+ *     algorithm: sliding-log      # optional
+ *     parent: auth                # optional
+ *     config:
+ *       - { limit: 20, period: 60 }   # period in seconds, or a duration such as '500ms'
+ *       - { limit: 5, period: 3 }
+ * ```
+ * The result is what `createLimiter({ rules })` takes; rule values are checked there.
+ */
+export function loadRules(source: string | URL): RulesOptions {
+  const { text, origin } = readSource(source)
+  let document: unknown
+  try {
+    document = parse(text)
+  } catch (error) {
+    throw new TollgateConfigError(`${origin} is neither a rules file nor valid YAML/JSON: ${(error as Error).message}`)
+  }
+  if (!isPlainObject(document) || !Array.isArray(document.limits)) {
+    throw new TollgateConfigError(
+      `${origin} must hold an object with a 'limits' list (or name a file that does), got ${describeValue(document)}`,
+    )
+  }
+  rejectUnknownKeys(document, new Set(['limits']), origin)
+  const rules: Record<string, RuleOptions> = {}
+  document.limits.forEach((item: unknown, index: number) => {
+    const where = `${origin}: limits[${index}]`
+    if (!isPlainObject(item)) throw new TollgateConfigError(`${where} must be an object, got ${describeValue(item)}`)
+    rejectUnknownKeys(item, ITEM_KEYS, where)
+    const { name, config, algorithm, parent } = item
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new TollgateConfigError(`${where}: name must be a non-empty string, got ${describeValue(name)}`)
+    }
+    if (Object.hasOwn(rules, name)) throw new TollgateConfigError(`${where}: rule '${name}' is defined twice`)
+    if (!Array.isArray(config)) {
+      throw new TollgateConfigError(
+        `${where} ('${name}'): config must be a list of { limit, period }, got ${describeValue(config)}`,
+      )
+    }
+    const windows = config.map((window: unknown, w: number) => {
+      const at = `${where} ('${name}'), config[${w}]`
+      if (!isPlainObject(window))
+        throw new TollgateConfigError(`${at} must be { limit, period }, got ${describeValue(window)}`)
+      rejectUnknownKeys(window, WINDOW_KEYS, at)
+      return { limit: window.limit as number, period: secondsToPeriod(window.period, at) }
+    })
+    rules[name] = {
+      windows,
+      ...(algorithm === undefined ? {} : { algorithm: algorithm as RuleOptions['algorithm'] }),
+      ...(parent === undefined ? {} : { parent: parent as string }),
+    }
+  })
+  return rules
+}
+
+function readSource(source: string | URL): { text: string; origin: string } {
+  if (source instanceof URL) return { text: readFileSync(fileURLToPath(source), 'utf8'), origin: fileURLToPath(source) }
+  if (typeof source !== 'string') {
+    throw new TollgateConfigError(`loadRules takes YAML or JSON text or a file path, got ${describeValue(source)}`)
+  }
+  if (!source.includes('\n') && existsSync(source)) return { text: readFileSync(source, 'utf8'), origin: source }
+  return { text: source, origin: 'rules text' }
+}
+
+/** Numbers here are seconds (the file format's unit); strings keep their own unit. */
+function secondsToPeriod(period: unknown, where: string): number | string {
+  if (typeof period === 'string') return period
+  if (typeof period === 'number' && Number.isFinite(period) && period > 0) return Math.round(period * 1000 * 1e6) / 1e6
+  throw new TollgateConfigError(`${where}: period must be a positive number of seconds, got ${describeValue(period)}`)
+}

@@ -1,0 +1,249 @@
+import { parseDuration } from './duration.js'
+import { describeValue, TollgateConfigError } from './errors.js'
+
+/**
+ * - `sliding-log`: exact; every admitted unit is remembered until it leaves the longest window.
+ * - `fixed-window`: one counter per window, reset at period boundaries aligned to the epoch.
+ * - `sliding-window`: current and previous fixed-window counters, the previous one weighted by
+ *   how much of it still overlaps the sliding window; O(1) memory, approximate.
+ * - `token-bucket`: a bucket of `limit` tokens refilled continuously at `limit` per `period`.
+ * - `gcra`: the generic cell rate algorithm (leaky bucket as a meter); admits exactly what a
+ *   token bucket of the same limit and period admits.
+ */
+export type AlgorithmName = 'sliding-log' | 'fixed-window' | 'sliding-window' | 'token-bucket' | 'gcra'
+
+export const ALGORITHMS: readonly AlgorithmName[] = [
+  'sliding-log',
+  'fixed-window',
+  'sliding-window',
+  'token-bucket',
+  'gcra',
+]
+
+export interface WindowOptions {
+  /**
+   * Units admitted per `period`: requests, or whatever `cost` counts (bytes, tokens…).
+   * @example 20
+   */
+  limit: number
+  /**
+   * The window's length: milliseconds as a number, or `'500ms'`, `'3s'`, `'1m'`, `'1h'`, `'1d'`.
+   * @example '60s'
+   */
+  period: number | string
+}
+
+export interface RuleOptions {
+  /**
+   * How the windows count.
+   * @default 'sliding-log'
+   */
+  algorithm?: AlgorithmName
+  /**
+   * Every window must admit a request for it to pass; a refused request charges none of them.
+   * @example [{ limit: 20, period: '60s' }, { limit: 5, period: '3s' }]
+   */
+  windows: readonly WindowOptions[]
+  /**
+   * A rule whose windows are checked and charged together with this one's, for the same
+   * identifiers, in the same atomic decision (and so on up its own parents).
+   * @example 'api'
+   */
+  parent?: string
+}
+
+export type RulesOptions = Readonly<Record<string, RuleOptions>>
+
+export interface Window {
+  readonly limit: number
+  readonly periodMs: number
+}
+
+export interface Rule {
+  readonly name: string
+  readonly algorithm: AlgorithmName
+  readonly windows: readonly Window[]
+  readonly parent: string | undefined
+  /** This rule, then its parent, then the parent's parent: the order decisions report windows in. */
+  readonly chain: readonly Rule[]
+}
+
+/** Bounds that keep one decision a single, small script call. */
+export const MAX_WINDOWS_PER_RULE = 8
+export const MAX_CHAIN_LENGTH = 8
+
+/**
+ * Counters compare `limit × period` products exactly; beyond 2^53 doubles would round.
+ * The bucket algorithms divide by gcd(limit, period) first, so they accept far larger limits.
+ */
+const MAX_EXACT = Number.MAX_SAFE_INTEGER
+
+export type WarningHandler = (message: string, code: string) => void
+
+const RULE_KEYS = new Set(['algorithm', 'windows', 'parent'])
+const WINDOW_KEYS = new Set(['limit', 'period'])
+
+export function resolveRules(options: unknown, warn: WarningHandler): ReadonlyMap<string, Rule> {
+  if (!isPlainObject(options)) {
+    throw new TollgateConfigError(
+      `option rules must be an object mapping rule names to rules, got ${describeValue(options)}`,
+    )
+  }
+  const names = Object.keys(options)
+  if (names.length === 0) throw new TollgateConfigError('option rules must hold at least one rule')
+
+  const drafts = new Map<string, Omit<Rule, 'chain'>>()
+  for (const name of names) drafts.set(name, resolveRule(name, options[name]))
+
+  const rules = new Map<string, Rule>()
+  for (const draft of drafts.values()) {
+    const lineage = lineageOf(draft, drafts)
+    rules.set(draft.name, { ...draft, chain: [] })
+    if (lineage.length > MAX_CHAIN_LENGTH) {
+      throw new TollgateConfigError(
+        `rule ${q(draft.name)}: its parent chain ${lineage.map(q).join(' → ')} is longer than the maximum of ${MAX_CHAIN_LENGTH} rules`,
+      )
+    }
+  }
+  for (const rule of rules.values()) {
+    const chain = lineageOf(rule, drafts).map((name) => rules.get(name) as Rule)
+    ;(rule as { chain: readonly Rule[] }).chain = chain
+    warnOnWindowsThatNeverBind(rule, warn)
+  }
+  return rules
+}
+
+function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
+  if (name.length === 0) throw new TollgateConfigError('a rule name must not be empty')
+  const where = `rule ${q(name)}`
+  if (!isPlainObject(raw)) {
+    throw new TollgateConfigError(`${where} must be an object with windows, got ${describeValue(raw)}`)
+  }
+  rejectUnknownKeys(raw, RULE_KEYS, where)
+
+  const algorithm = raw.algorithm ?? 'sliding-log'
+  if (!ALGORITHMS.includes(algorithm as AlgorithmName)) {
+    throw new TollgateConfigError(
+      `${where}: unknown algorithm ${describeValue(algorithm)}; use one of ${ALGORITHMS.map(q).join(', ')}`,
+    )
+  }
+  const parent = raw.parent
+  if (parent !== undefined && (typeof parent !== 'string' || parent.length === 0)) {
+    throw new TollgateConfigError(`${where}: parent must be a rule name, got ${describeValue(parent)}`)
+  }
+
+  const windowsRaw = raw.windows
+  if (!Array.isArray(windowsRaw) || windowsRaw.length === 0) {
+    throw new TollgateConfigError(`${where}: windows must be a non-empty array, got ${describeValue(windowsRaw)}`)
+  }
+  if (windowsRaw.length > MAX_WINDOWS_PER_RULE) {
+    throw new TollgateConfigError(
+      `${where}: ${windowsRaw.length} windows is more than the maximum of ${MAX_WINDOWS_PER_RULE}`,
+    )
+  }
+  const windows = windowsRaw.map((window, index) =>
+    resolveWindow(window, `${where}, window ${index}`, algorithm as AlgorithmName),
+  )
+  const seen = new Map<number, number>()
+  windows.forEach((window, index) => {
+    const earlier = seen.get(window.periodMs)
+    if (earlier !== undefined) {
+      throw new TollgateConfigError(
+        `${where}, window ${index}: period ${window.periodMs} ms repeats window ${earlier}'s; merge them into one window with the smaller limit`,
+      )
+    }
+    seen.set(window.periodMs, index)
+  })
+  return { name, algorithm: algorithm as AlgorithmName, windows, parent }
+}
+
+function resolveWindow(raw: unknown, where: string, algorithm: AlgorithmName): Window {
+  if (!isPlainObject(raw)) {
+    throw new TollgateConfigError(`${where} must be an object { limit, period }, got ${describeValue(raw)}`)
+  }
+  rejectUnknownKeys(raw, WINDOW_KEYS, where)
+  const { limit, period } = raw
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
+    throw new TollgateConfigError(`${where}: limit must be a positive integer, got ${describeValue(limit)}`)
+  }
+  const periodMs = parseDuration(period)
+  if (typeof periodMs === 'string') throw new TollgateConfigError(`${where}: period ${periodMs}`)
+  const product =
+    algorithm === 'token-bucket' || algorithm === 'gcra' ? (limit / gcd(limit, periodMs)) * periodMs : limit * periodMs
+  if (product > MAX_EXACT) {
+    throw new TollgateConfigError(
+      `${where}: limit ${limit} per ${periodMs} ms is too large for ${q(algorithm)} to count exactly (limit × period must stay below 2^53); use a coarser unit of cost or another algorithm`,
+    )
+  }
+  return { limit, periodMs }
+}
+
+function lineageOf(rule: Omit<Rule, 'chain'>, drafts: ReadonlyMap<string, Omit<Rule, 'chain'>>): string[] {
+  const lineage = [rule.name]
+  let parent = rule.parent
+  while (parent !== undefined) {
+    const next = drafts.get(parent)
+    if (!next) {
+      throw new TollgateConfigError(`rule ${q(lineage[lineage.length - 1] as string)}: unknown parent ${q(parent)}`)
+    }
+    if (lineage.includes(parent)) {
+      throw new TollgateConfigError(`rule ${q(rule.name)}: parent cycle ${[...lineage, parent].map(q).join(' → ')}`)
+    }
+    lineage.push(parent)
+    parent = next.parent
+  }
+  return lineage
+}
+
+/**
+ * A longer window is redundant when the shorter one already caps it: at most
+ * `short.limit × ceil(long.period / short.period)` units fit in any long period. A shorter
+ * window whose limit reaches the longer one's is redundant the other way round.
+ */
+function warnOnWindowsThatNeverBind(rule: Rule, warn: WarningHandler): void {
+  const sorted = [...rule.windows].sort((a, b) => a.periodMs - b.periodMs)
+  for (let i = 0; i < sorted.length; i++) {
+    for (let j = i + 1; j < sorted.length; j++) {
+      const short = sorted[i] as Window
+      const long = sorted[j] as Window
+      if (short.limit >= long.limit) {
+        warn(
+          `rule ${q(rule.name)}: window ${short.limit} per ${short.periodMs} ms can never bind beside ${long.limit} per ${long.periodMs} ms; a shorter window needs a smaller limit`,
+          'TG_WINDOW_NEVER_BINDS',
+        )
+      } else if (short.limit * Math.ceil(long.periodMs / short.periodMs) <= long.limit) {
+        warn(
+          `rule ${q(rule.name)}: window ${long.limit} per ${long.periodMs} ms can never bind beside ${short.limit} per ${short.periodMs} ms; limit per period must grow as the period shrinks`,
+          'TG_WINDOW_NEVER_BINDS',
+        )
+      }
+    }
+  }
+}
+
+export function rejectUnknownKeys(raw: Record<string, unknown>, known: ReadonlySet<string>, where: string): void {
+  for (const key of Object.keys(raw)) {
+    if (!known.has(key)) {
+      throw new TollgateConfigError(
+        `${where}: unknown option ${q(key)}; known options are ${[...known].map(q).join(', ')}`,
+      )
+    }
+  }
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+export function gcd(a: number, b: number): number {
+  let x = a
+  let y = b
+  while (y !== 0) [x, y] = [y, x % y]
+  return x
+}
+
+function q(name: string): string {
+  return `'${name}'`
+}

@@ -1,0 +1,59 @@
+import { resetAt } from '../algorithms/algorithm.js'
+import { algorithms } from '../algorithms/index.js'
+import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
+
+/** In-process state: what a local store keeps per key. */
+export interface StateTable {
+  get(key: string, now: number): unknown
+  set(key: string, state: unknown, expiresAt: number): void
+  delete(key: string): void
+}
+
+/**
+ * The all-or-nothing decision over in-process state: the same steps, in the same order, as
+ * `lua/decide.lua`. Synchronous, so no other decision can interleave with it.
+ */
+export function evaluateLocally(
+  table: StateTable,
+  keys: readonly string[],
+  request: StoreRequest,
+  now: number,
+): StoreResult {
+  const { operation, targets, cost } = request
+  const states = keys.map((key) => table.get(key, now))
+  let allowed = true
+  if (operation !== 'refund') {
+    for (let t = 0; t < targets.length && allowed; t++) {
+      const { algorithm, windows } = targets[t] as (typeof targets)[number]
+      for (const window of windows) {
+        if (algorithms[algorithm].fitsAt(states[t], window, now, cost) !== now) {
+          allowed = false
+          break
+        }
+      }
+    }
+  }
+  const writes = (operation === 'consume' && allowed && cost > 0) || (operation === 'refund' && cost > 0)
+  const windows: StoreWindowResult[] = []
+  targets.forEach((target, t) => {
+    const algorithm = algorithms[target.algorithm]
+    let state = states[t]
+    if (writes) {
+      state =
+        operation === 'refund'
+          ? algorithm.refund(state, target.windows, now, cost)
+          : algorithm.charge(state, target.windows, now, cost)
+      const expiresAt = state === undefined ? 0 : algorithm.expiresAt(state, target.windows)
+      if (expiresAt > now) table.set(keys[t] as string, state, expiresAt)
+      else table.delete(keys[t] as string)
+    }
+    for (const window of target.windows) {
+      windows.push({
+        remaining: algorithm.remaining(state, window, now),
+        resetAtMs: resetAt(algorithm, state, window, now),
+        fitsAtMs: algorithm.fitsAt(state, window, now, cost),
+      })
+    }
+  })
+  return { allowed: operation === 'refund' || allowed, nowMs: now, windows }
+}

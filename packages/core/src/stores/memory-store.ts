@@ -1,0 +1,140 @@
+import { type Clock, systemClock } from '../clock.js'
+import { describeValue, TollgateConfigError } from '../errors.js'
+import { KeyBuilder } from '../keys.js'
+import { isPlainObject, rejectUnknownKeys } from '../rules.js'
+import { evaluateLocally, type StateTable } from './evaluate-locally.js'
+import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
+
+export interface MemoryStoreOptions {
+  /**
+   * Where time comes from; tests pass a manual clock.
+   * @default Date.now
+   */
+  clock?: Clock
+  /**
+   * The most (rule, identifier) states kept. Past it the least recently charged state is
+   * dropped, which hands that identifier a fresh quota, so size it above the number of
+   * identifiers active within your longest period. About 150–400 bytes each, by algorithm.
+   * @default 1_000_000
+   */
+  maxKeys?: number
+  /**
+   * How often expired state is swept away. `0` disables the timer (call `sweep()` yourself).
+   * @default 60_000
+   */
+  sweepIntervalMs?: number
+}
+
+interface Entry {
+  state: unknown
+  expiresAt: number
+}
+
+const OPTION_KEYS = new Set(['clock', 'maxKeys', 'sweepIntervalMs'])
+
+/** The embedded, in-process store: the default when no store is given. One process only. */
+export class MemoryStore implements Store {
+  private readonly entries = new Map<string, Entry>()
+  private readonly keys = new KeyBuilder('')
+  private readonly clock: Clock
+  private readonly maxKeys: number
+  private readonly timer: NodeJS.Timeout | undefined
+  private evicted = 0
+
+  private readonly table: StateTable = {
+    get: (key, now) => {
+      const entry = this.entries.get(key)
+      if (!entry) return undefined
+      if (entry.expiresAt <= now) {
+        this.entries.delete(key)
+        return undefined
+      }
+      return entry.state
+    },
+    set: (key, state, expiresAt) => {
+      // Re-inserting moves the key to the end, so the map's order is least recently charged first.
+      this.entries.delete(key)
+      this.entries.set(key, { state, expiresAt })
+      if (this.entries.size > this.maxKeys) {
+        const oldest = this.entries.keys().next().value as string
+        this.entries.delete(oldest)
+        this.evicted++
+      }
+    },
+    delete: (key) => {
+      this.entries.delete(key)
+    },
+  }
+
+  constructor(options: MemoryStoreOptions = {}) {
+    const raw: unknown = options
+    if (!isPlainObject(raw)) {
+      throw new TollgateConfigError(`MemoryStore options must be an object, got ${describeValue(raw)}`)
+    }
+    rejectUnknownKeys(raw, OPTION_KEYS, 'MemoryStore')
+    const { clock = systemClock, maxKeys = 1_000_000, sweepIntervalMs = 60_000 } = options
+    if (typeof clock !== 'function') {
+      throw new TollgateConfigError(`MemoryStore option clock must be a function, got ${describeValue(clock)}`)
+    }
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+      throw new TollgateConfigError(
+        `MemoryStore option maxKeys must be a positive integer, got ${describeValue(maxKeys)}`,
+      )
+    }
+    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0) {
+      throw new TollgateConfigError(
+        `MemoryStore option sweepIntervalMs must be a non-negative integer, got ${describeValue(sweepIntervalMs)}`,
+      )
+    }
+    this.clock = clock
+    this.maxKeys = maxKeys
+    if (sweepIntervalMs > 0) {
+      this.timer = setInterval(() => this.sweep(), sweepIntervalMs)
+      this.timer.unref()
+    }
+  }
+
+  /** States currently held, expired or not. */
+  get size(): number {
+    return this.entries.size
+  }
+
+  /** States dropped because `maxKeys` was reached. */
+  get evictions(): number {
+    return this.evicted
+  }
+
+  evaluate(request: StoreRequest): Promise<StoreResult> {
+    const keys = request.targets.map((target) => this.keyOf(target))
+    return Promise.resolve(evaluateLocally(this.table, keys, request, this.clock()))
+  }
+
+  reset(targets: readonly StoreTarget[]): Promise<void> {
+    for (const target of targets) this.entries.delete(this.keyOf(target))
+    return Promise.resolve()
+  }
+
+  /** Drops every expired state now. */
+  sweep(): void {
+    const now = this.clock()
+    for (const [key, entry] of this.entries) {
+      if (entry.expiresAt <= now) this.entries.delete(key)
+    }
+  }
+
+  /** Each held key with the milliseconds it has left: what a Redis `PTTL` would say. */
+  ttls(): Array<{ key: string; ttlMs: number }> {
+    const now = this.clock()
+    return [...this.entries].map(([key, entry]) => ({ key, ttlMs: entry.expiresAt - now }))
+  }
+
+  close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    this.entries.clear()
+    return Promise.resolve()
+  }
+
+  private keyOf(target: StoreTarget): string {
+    return this.keys.key(target.rule, target.algorithm, target.identifier)
+  }
+}

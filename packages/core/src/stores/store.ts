@@ -1,0 +1,53 @@
+import type { AlgorithmName, Window } from '../rules.js'
+
+/** One (rule, identifier) pair of a decision: its windows are checked and charged together. */
+export interface StoreTarget {
+  readonly rule: string
+  readonly algorithm: AlgorithmName
+  readonly windows: readonly Window[]
+  readonly identifier: string
+}
+
+/**
+ * - `consume`: charge `cost` to every window of every target if all of them fit, else nothing.
+ * - `peek`: the answer `consume` would give, charging nothing.
+ * - `refund`: give `cost` units back to every window of every target.
+ */
+export type StoreOperation = 'consume' | 'peek' | 'refund'
+
+/** The whole decision in one request, so that a store can make it atomically in one round trip. */
+export interface StoreRequest {
+  readonly operation: StoreOperation
+  readonly targets: readonly StoreTarget[]
+  readonly cost: number
+}
+
+export interface StoreWindowResult {
+  /** Whole units left after this operation. */
+  remaining: number
+  /** When the window next frees a unit (now when nothing is used). */
+  resetAtMs: number
+  /** The earliest time the request's cost fits in this window; `Infinity` if it never can. */
+  fitsAtMs: number
+}
+
+export interface StoreResult {
+  /** Whether every window fitted (and, for `consume`, was charged). Always true for `refund`. */
+  allowed: boolean
+  /** The time the store decided at: its own clock, or the Redis server's. */
+  nowMs: number
+  /** One entry per window, targets in request order, windows in rule order. */
+  windows: StoreWindowResult[]
+}
+
+/**
+ * Where limiter state lives. A store receives a decision's every window, identifier and parent
+ * at once and answers all or nothing, which a per-key `increment` interface could not promise.
+ */
+export interface Store {
+  evaluate(request: StoreRequest): Promise<StoreResult>
+  /** Forgets the state of these targets. */
+  reset(targets: readonly StoreTarget[]): Promise<void>
+  /** Releases timers and connections the store owns (never a client it was given). */
+  close(): Promise<void>
+}

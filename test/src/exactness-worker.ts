@@ -1,0 +1,22 @@
+// One of several processes racing for one key. Reads lines `<algorithm> <prefix> <nowMs|server>`
+// from stdin, fires its share of concurrent consumes, and prints how many were admitted.
+import { createInterface } from 'node:readline'
+import { type AlgorithmName, RedisStore, createLimiter } from '@tollgate/core'
+import { Redis } from 'ioredis'
+
+const [url, perProcess] = process.argv.slice(2) as [string, string]
+const client = new Redis(url)
+
+for await (const line of createInterface({ input: process.stdin })) {
+  const [algorithm, prefix, time] = line.split(' ') as [AlgorithmName, string, string]
+  const clock = time === 'server' ? undefined : () => Number(time)
+  const limiter = createLimiter({
+    store: new RedisStore({ client, prefix, ...(clock ? { clock } : {}) }),
+    rules: { hot: { algorithm, windows: [{ limit: 1000, period: '1h' }] } },
+  })
+  const decisions = await Promise.all(
+    Array.from({ length: Number(perProcess) }, () => limiter.consume('hot', 'ip:203.0.113.7')),
+  )
+  process.stdout.write(`${JSON.stringify({ admitted: decisions.filter((d) => d.allowed).length })}\n`)
+}
+client.disconnect()

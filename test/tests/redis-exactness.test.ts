@@ -1,0 +1,37 @@
+import { fileURLToPath } from 'node:url'
+import { ALGORITHMS } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { keysWithTtl } from '../src/redis-keys.js'
+import { WorkerPool } from '../src/worker-pool.js'
+
+const worker = fileURLToPath(new URL('../src/exactness-worker.ts', import.meta.url))
+
+describe('exactness across processes (4 × 500 concurrent consumes, limit 1000)', () => {
+  let pool: WorkerPool
+  let client: Redis
+  beforeAll(() => {
+    pool = new WorkerPool(worker, [inject('redisUrl'), '500'], 4)
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await pool.close()
+    await client.quit()
+  })
+
+  // A fixed clock keeps the buckets from refilling mid-test; the race itself is on the server.
+  it.each(ALGORITHMS)('%s admits exactly 1000', async (algorithm) => {
+    const prefix = `exact:${process.pid}:${algorithm}:`
+    const results = await pool.broadcast<{ admitted: number }>(`${algorithm} ${prefix} 1700000000000`)
+    expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(1000)
+    const keys = await keysWithTtl(client, prefix)
+    expect(keys).toHaveLength(1)
+    expect(keys[0]?.ttlMs).toBeGreaterThan(0)
+  })
+
+  it('sliding-log on the server clock admits exactly 1000', async () => {
+    const prefix = `exact:${process.pid}:server-time:`
+    const results = await pool.broadcast<{ admitted: number }>(`sliding-log ${prefix} server`)
+    expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(1000)
+  })
+})

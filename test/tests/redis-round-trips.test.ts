@@ -1,0 +1,101 @@
+import { RedisStore, createLimiter } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ManualClock } from '../src/manual-clock.js'
+import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
+
+/** Server-wide command counts, by command name, since the last CONFIG RESETSTAT. */
+async function commandCounts(admin: Redis): Promise<Record<string, number>> {
+  const info = await admin.info('commandstats')
+  const counts: Record<string, number> = {}
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[match[1] as string] = Number(match[2])
+  return counts
+}
+
+// A server of its own: command statistics and SCRIPT FLUSH are server-wide.
+describe('RedisStore round trips', () => {
+  let server: SpawnedRedis
+  let client: Redis
+  let admin: Redis
+  let sent: string[]
+  beforeAll(async () => {
+    server = await spawnRedisServer()
+    client = new Redis(server.url)
+    admin = new Redis(server.url)
+    sent = []
+    const send = client.sendCommand.bind(client)
+    client.sendCommand = (command, stream) => {
+      sent.push(command.name)
+      return send(command, stream)
+    }
+  })
+  afterAll(async () => {
+    client.disconnect()
+    admin.disconnect()
+    await server.stop()
+  })
+
+  const rules = {
+    'api.write': {
+      algorithm: 'sliding-log' as const,
+      windows: [
+        { limit: 10, period: '1s' },
+        { limit: 100, period: '1m' },
+        { limit: 1000, period: '1h' },
+      ],
+      parent: 'api',
+    },
+    api: { algorithm: 'token-bucket' as const, windows: [{ limit: 5000, period: '1h' }] },
+  }
+
+  it('makes each consume, peek and refund of 3 windows × 2 identifiers × a parent one EVALSHA', async () => {
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'rt:' }), rules })
+    const ids = ['ip:203.0.113.7', 'user:42']
+    await limiter.consume('api.write', ids)
+    for (const operation of ['consume', 'peek', 'refund'] as const) {
+      await admin.config('RESETSTAT')
+      sent.length = 0
+      const decision = await limiter[operation]('api.write', ids)
+      expect(decision.windows).toHaveLength(8)
+      expect(sent).toEqual(['evalsha'])
+      const counts = await commandCounts(admin)
+      expect(counts.evalsha).toBe(1)
+      expect(counts.eval).toBeUndefined()
+    }
+  })
+
+  it('recovers from SCRIPT FLUSH between two decisions', async () => {
+    const clock = new ManualClock()
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'noscript:', clock: clock.now }), rules })
+    expect((await limiter.consume('api.write', 'user:1')).windows[0]?.remaining).toBe(9)
+    await admin.script('FLUSH')
+    await admin.config('RESETSTAT')
+    expect((await limiter.consume('api.write', 'user:1')).windows[0]?.remaining).toBe(8)
+    // The script was gone: EVALSHA met NOSCRIPT, and only that error was retried, as EVAL.
+    const counts = await commandCounts(admin)
+    expect(counts.eval).toBe(1)
+    expect(counts.evalsha ?? 0).toBeLessThanOrEqual(1)
+    sent.length = 0
+    expect((await limiter.consume('api.write', 'user:1')).windows[0]?.remaining).toBe(7)
+    expect(sent).toEqual(['evalsha'])
+  })
+
+  it("decides on the server's clock by default", async () => {
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'time:' }), rules })
+    const before = Date.now()
+    const decision = await limiter.consume('api.write', 'user:1')
+    const after = Date.now()
+    // Same machine, so the server's TIME falls between the two local readings.
+    expect(decision.nowMs).toBeGreaterThanOrEqual(before - 1)
+    expect(decision.nowMs).toBeLessThanOrEqual(after + 1)
+    expect(decision.windows[0]?.resetAtMs).toBe(decision.nowMs + 1_000)
+  })
+
+  it('does not retry other errors', async () => {
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'wrongtype:' }), rules })
+    await client.set('wrongtype:api.write:{user:1}:sl', 'not a sorted set', 'PX', 60_000)
+    sent.length = 0
+    await expect(limiter.consume('api.write', 'user:1')).rejects.toThrow(/WRONGTYPE/)
+    expect(sent).toEqual(['evalsha'])
+  })
+})
