@@ -2,7 +2,8 @@
 -- All or nothing: if any window cannot fit `cost`, nothing is written anywhere.
 --
 -- KEYS[i]  state of target i: one rule × one identifier, holding all the rule's windows
--- ARGV[1]  operation: 'consume', 'peek' or 'refund'
+-- ARGV[1]  operation: 'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
+--          made at ARGV[3] on some slots of a Cluster when another slot refused)
 -- ARGV[2]  cost: an integer ≥ 0
 -- ARGV[3]  now in milliseconds, or '' to use the server's TIME (immune to app servers' skew)
 -- ARGV[4…] per target: algorithm code ('sl', 'fw', 'sw', 'tb'), window count n, then n pairs
@@ -11,8 +12,9 @@
 --          with fits_at = -1 when the cost can never fit; every number an integer
 --
 -- Each algorithm module offers load(key), fits_at(state, w, now, need), remaining(state, w,
--- now), charge(state, windows, now, cost), refund(…) and save(key, state, windows, now), the
--- same steps as the TypeScript models that the in-memory store runs.
+-- now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
+-- now): the same steps as the TypeScript models that the in-memory store runs (undo has no
+-- counterpart there: one process never splits a decision).
 
 --#include lib/numbers.lua
 --#include lib/counters.lua
@@ -45,8 +47,9 @@ for i = 1, #KEYS do
   targets[i] = { key = KEYS[i], algorithm = algorithm, windows = windows, state = algorithm.load(KEYS[i]) }
 end
 
+local charging = operation == 'consume' or operation == 'peek'
 local allowed = true
-if operation ~= 'refund' then
+if charging then
   for _, target in ipairs(targets) do
     for _, w in ipairs(target.windows) do
       if target.algorithm.fits_at(target.state, w, now, cost) ~= now then
@@ -60,18 +63,18 @@ if operation ~= 'refund' then
   end
 end
 
-local writes = cost > 0 and ((operation == 'consume' and allowed) or operation == 'refund')
+local writes = cost > 0 and operation ~= 'peek' and (allowed or not charging)
 local reply = { 0, now }
-if allowed or operation == 'refund' then
+if allowed then
   reply[1] = 1
 end
 for _, target in ipairs(targets) do
   local algorithm, state = target.algorithm, target.state
   if writes then
-    if operation == 'refund' then
-      state = algorithm.refund(state, target.windows, now, cost)
-    else
+    if operation == 'consume' then
       state = algorithm.charge(state, target.windows, now, cost)
+    else
+      state = algorithm[operation](state, target.windows, now, cost)
     end
     algorithm.save(target.key, state, target.windows, now)
   end

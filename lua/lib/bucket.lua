@@ -66,6 +66,10 @@ function bucket.refund(state, windows, now, cost)
   return state
 end
 
+-- Tokens taken at `now` go back whenever the undo runs: the level is measured from the later
+-- of `now` and the last measurement, so no refill is counted twice.
+bucket.undo = bucket.refund
+
 function bucket.save(key, state, windows, now)
   local latest = 0
   for _, w in ipairs(windows) do

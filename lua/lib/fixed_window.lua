@@ -48,6 +48,17 @@ function fixed_window.refund(state, windows, now, cost)
   return state
 end
 
+-- Takes back a charge made at `now` by this decision, only from the window it went to.
+function fixed_window.undo(state, windows, now, cost)
+  for _, w in ipairs(windows) do
+    local stored = state[w.period]
+    if stored and stored[1] == math.floor(now / w.period) then
+      stored[2] = math.max(0, stored[2] - cost)
+    end
+  end
+  return state
+end
+
 function fixed_window.save(key, state, windows, now)
   local latest = 0
   for _, w in ipairs(windows) do

@@ -33,12 +33,23 @@ local function sl_last(key)
   return 0, nil
 end
 
+-- Usage per window is asked for several times per decision; it is remembered until a write.
 local function sl_usage(log, w, now)
   if not log.total then
     log.total = sl_last(log.key)
+    log.before = {}
   end
-  local before = sl_total_at_or_before(log.key, now - w.period)
+  local before = log.before[w.period]
+  if not before then
+    before = sl_total_at_or_before(log.key, now - w.period)
+    log.before[w.period] = before
+  end
   return log.total - before, before
+end
+
+local function sl_forget(log)
+  log.total = nil
+  log.before = nil
 end
 
 local sliding_log = {}
@@ -58,6 +69,11 @@ function sliding_log.fits_at(log, w, now, need)
   -- The request fits once enough of the oldest units have left the window: find the first
   -- entry whose running total reaches the target, by rank (totals grow with rank).
   local target = before + used + need - w.limit
+  if target == before + 1 then
+    -- The first unit to leave belongs to the window's oldest entry.
+    local first = redis.call('ZRANGEBYSCORE', log.key, '(' .. fmt(now - w.period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    return tonumber(first[2]) + w.period
+  end
   local low, high = 0, redis.call('ZCARD', log.key) - 1
   while low < high do
     local mid = math.floor((low + high) / 2)
@@ -95,7 +111,8 @@ function sliding_log.charge(log, windows, now, cost)
     at = math.max(now, last_time)
   end
   redis.call('ZADD', key, at, struct.pack('>I7', total + cost))
-  log.total = nil
+  sl_forget(log)
+  log.last_time = at
   return log
 end
 
@@ -122,15 +139,40 @@ function sliding_log.refund(log, windows, now, cost)
       left = 0
     end
   end
-  log.total = nil
+  sl_forget(log)
+  log.last_time = select(2, sl_last(key))
+  return log
+end
+
+-- Takes back the entry a decision wrote at `now`: the oldest entry since `now` of exactly
+-- `cost` units. If another decision wrote an identical one in between, removing the older of
+-- the two keeps the later timestamp, which can only hold the window closed longer, never less.
+-- Later entries' running totals drop by `cost` so that every total stays exact.
+function sliding_log.undo(log, windows, now, cost)
+  local key = log.key
+  local entries = redis.call('ZRANGEBYSCORE', key, now, '+inf', 'WITHSCORES')
+  local previous = sl_total_at_or_before(key, '(' .. fmt(now))
+  for i = 1, #entries, 2 do
+    local total = sl_total(entries[i])
+    if total - previous == cost then
+      redis.call('ZREM', key, entries[i])
+      for j = i + 2, #entries, 2 do
+        redis.call('ZREM', key, entries[j])
+        redis.call('ZADD', key, entries[j + 1], struct.pack('>I7', sl_total(entries[j]) - cost))
+      end
+      break
+    end
+    previous = total
+  end
+  sl_forget(log)
+  log.last_time = select(2, sl_last(key))
   return log
 end
 
 function sliding_log.save(key, log, windows, now)
-  local _, last_time = sl_last(key)
   local ttl = 0
-  if last_time then
-    ttl = last_time + sl_longest(windows) - now
+  if log.last_time then
+    ttl = log.last_time + sl_longest(windows) - now
   end
   if ttl > 0 then
     redis.call('PEXPIRE', key, fmt(ttl))

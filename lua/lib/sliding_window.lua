@@ -65,6 +65,21 @@ function sliding_window.refund(state, windows, now, cost)
   return state
 end
 
+-- Takes back a charge made at `now`: from the current count, or from the previous one if the
+-- window has moved on since.
+function sliding_window.undo(state, windows, now, cost)
+  for _, w in ipairs(windows) do
+    local index = math.floor(now / w.period)
+    local stored = state[w.period]
+    if stored and stored[1] == index then
+      stored[2] = math.max(0, stored[2] - cost)
+    elseif stored and stored[1] == index + 1 then
+      stored[3] = math.max(0, stored[3] - cost)
+    end
+  end
+  return state
+end
+
 function sliding_window.save(key, state, windows, now)
   local latest = 0
   for _, w in ipairs(windows) do

@@ -1,7 +1,7 @@
 // One of several processes racing for one key. Reads lines `<algorithm> <prefix> <nowMs|server>`
 // from stdin, fires its share of concurrent consumes, and prints how many were admitted.
 import { createInterface } from 'node:readline'
-import { type AlgorithmName, RedisStore, createLimiter } from '@tollgate/core'
+import { type AlgorithmName, createLimiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 
 const [url, perProcess] = process.argv.slice(2) as [string, string]

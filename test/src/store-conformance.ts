@@ -1,6 +1,7 @@
 import { ALGORITHMS, type AlgorithmName, createLimiter, type RulesOptions, type Store } from '@tollgate/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ManualClock } from './manual-clock.js'
+import { seededRandom } from './seeded-random.js'
 
 export interface StoreHarness {
   /** A store over state no other test touches, reading time from `clock`. */
@@ -299,14 +300,10 @@ export function runStoreConformance(name: string, setup: () => Promise<StoreHarn
     it('keeps a sliding log exact: no interval of one period ever holds more than the limit', async () => {
       const { limiter, clock } = limiterFor({ r: { windows: [{ limit: 7, period: 1_000 }] } })
       const admitted: Array<[number, number]> = []
-      let seed = 7
-      const random = () => {
-        seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648
-        return seed / 2_147_483_648
-      }
+      const random = seededRandom(7)
       for (let i = 0; i < 400; i++) {
-        clock.advance(Math.floor(random() * 120))
-        const cost = 1 + Math.floor(random() * 3)
+        clock.advance(random(120))
+        const cost = 1 + random(3)
         const d = await limiter.consume('r', 'k', { cost })
         const now = clock.nowMs
         const inWindow = admitted.filter(([t]) => t > now - 1_000).reduce((sum, [, c]) => sum + c, 0)

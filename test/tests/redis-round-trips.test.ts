@@ -1,4 +1,4 @@
-import { RedisStore, createLimiter } from '@tollgate/core'
+import { createLimiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'

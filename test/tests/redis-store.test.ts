@@ -1,8 +1,8 @@
 import { RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { inject } from 'vitest'
-import { runStoreConformance } from '../src/store-conformance.js'
 import { keysWithTtl } from '../src/redis-keys.js'
+import { runStoreConformance } from '../src/store-conformance.js'
 
 runStoreConformance('RedisStore', async () => {
   const client = new Redis(inject('redisUrl'))

@@ -19,7 +19,9 @@ export function parseDuration(value: unknown): number | string {
     if (!match) {
       return `${describeValue(value)} is not a duration: use milliseconds as a number or a string such as '500ms', '3s', '1m', '1h', '1d'`
     }
-    ms = Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]
+    const exact = Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]
+    // '4.1m' is 245999.99999999997 in binary floating point: snap what is a whole millisecond in decimal.
+    ms = Math.abs(exact - Math.round(exact)) < 1e-6 ? Math.round(exact) : exact
   } else {
     return `${describeValue(value)} is not a duration: use milliseconds as a number or a string such as '3s'`
   }

@@ -72,13 +72,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)
   }
-  const store = options.store ?? new MemoryStore()
-  if (typeof store?.evaluate !== 'function' || typeof store.reset !== 'function') {
+  if (
+    options.store !== undefined &&
+    (typeof options.store?.evaluate !== 'function' || typeof options.store.reset !== 'function')
+  ) {
     throw new TollgateConfigError(
-      `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(store)}`,
+      `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(options.store)}`,
     )
   }
   const rules = resolveRules(options.rules, onWarning)
+  // Made only once everything else is valid, so a config error leaves no sweep timer behind.
+  const store = options.store ?? new MemoryStore()
   const inFlight = new Set<Promise<unknown>>()
   let closing: Promise<void> | undefined
 

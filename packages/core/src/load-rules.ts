@@ -35,7 +35,8 @@ export function loadRules(source: string | URL): RulesOptions {
     )
   }
   rejectUnknownKeys(document, new Set(['limits']), origin)
-  const rules: Record<string, RuleOptions> = {}
+  // No prototype, so a rule named '__proto__' is a rule like any other.
+  const rules: Record<string, RuleOptions> = Object.create(null)
   document.limits.forEach((item: unknown, index: number) => {
     const where = `${origin}: limits[${index}]`
     if (!isPlainObject(item)) throw new TollgateConfigError(`${where} must be an object, got ${describeValue(item)}`)
@@ -66,13 +67,25 @@ export function loadRules(source: string | URL): RulesOptions {
   return rules
 }
 
+const RULES_FILE = /\.(ya?ml|json)$/i
+
 function readSource(source: string | URL): { text: string; origin: string } {
-  if (source instanceof URL) return { text: readFileSync(fileURLToPath(source), 'utf8'), origin: fileURLToPath(source) }
+  if (typeof source === 'string' && source.startsWith('file:') && !source.includes('\n'))
+    return readSource(new URL(source))
+  if (source instanceof URL) return readRulesFile(fileURLToPath(source))
   if (typeof source !== 'string') {
     throw new TollgateConfigError(`loadRules takes YAML or JSON text or a file path, got ${describeValue(source)}`)
   }
-  if (!source.includes('\n') && existsSync(source)) return { text: readFileSync(source, 'utf8'), origin: source }
+  if (!source.includes('\n') && (existsSync(source) || RULES_FILE.test(source.trim()))) return readRulesFile(source)
   return { text: source, origin: 'rules text' }
+}
+
+function readRulesFile(path: string): { text: string; origin: string } {
+  try {
+    return { text: readFileSync(path, 'utf8'), origin: path }
+  } catch (error) {
+    throw new TollgateConfigError(`loadRules cannot read rules file ${path}: ${(error as Error).message}`)
+  }
 }
 
 /** Numbers here are seconds (the file format's unit); strings keep their own unit. */

@@ -196,27 +196,54 @@ function lineageOf(rule: Omit<Rule, 'chain'>, drafts: ReadonlyMap<string, Omit<R
 }
 
 /**
- * A longer window is redundant when the shorter one already caps it: at most
- * `short.limit × ceil(long.period / short.period)` units fit in any long period. A shorter
- * window whose limit reaches the longer one's is redundant the other way round.
+ * Warns about a window that provably never refuses anything its neighbour would not:
+ * - sliding log: any long period holds at most `short.limit × ceil(long / short)` units, and any
+ *   short period lies inside a long one;
+ * - fixed windows: the same, but only when the short period divides the long one (otherwise a
+ *   short window can straddle two long ones);
+ * - buckets: a bucket never empties while its neighbour has room if both its capacity and its
+ *   refill rate are at least the neighbour's.
+ * The sliding-window counter estimates, so nothing about it is provable this way.
  */
+function neverBinds(algorithm: AlgorithmName, short: Window, long: Window): 'short' | 'long' | undefined {
+  const ratio = long.periodMs / short.periodMs
+  switch (algorithm) {
+    case 'sliding-log':
+      if (short.limit >= long.limit) return 'short'
+      return short.limit * Math.ceil(ratio) <= long.limit ? 'long' : undefined
+    case 'fixed-window':
+      if (!Number.isInteger(ratio)) return undefined
+      if (short.limit >= long.limit) return 'short'
+      return short.limit * ratio <= long.limit ? 'long' : undefined
+    case 'token-bucket':
+    case 'gcra': {
+      const shortRate = short.limit * long.periodMs
+      const longRate = long.limit * short.periodMs
+      if (short.limit >= long.limit && shortRate >= longRate) return 'short'
+      return short.limit <= long.limit && shortRate <= longRate ? 'long' : undefined
+    }
+    default:
+      return undefined
+  }
+}
+
 function warnOnWindowsThatNeverBind(rule: Rule, warn: WarningHandler): void {
   const sorted = [...rule.windows].sort((a, b) => a.periodMs - b.periodMs)
   for (let i = 0; i < sorted.length; i++) {
     for (let j = i + 1; j < sorted.length; j++) {
       const short = sorted[i] as Window
       const long = sorted[j] as Window
-      if (short.limit >= long.limit) {
-        warn(
-          `rule ${q(rule.name)}: window ${short.limit} per ${short.periodMs} ms can never bind beside ${long.limit} per ${long.periodMs} ms; a shorter window needs a smaller limit`,
-          'TG_WINDOW_NEVER_BINDS',
-        )
-      } else if (short.limit * Math.ceil(long.periodMs / short.periodMs) <= long.limit) {
-        warn(
-          `rule ${q(rule.name)}: window ${long.limit} per ${long.periodMs} ms can never bind beside ${short.limit} per ${short.periodMs} ms; limit per period must grow as the period shrinks`,
-          'TG_WINDOW_NEVER_BINDS',
-        )
-      }
+      const idle = neverBinds(rule.algorithm, short, long)
+      if (idle === undefined) continue
+      const [never, beside] = idle === 'short' ? [short, long] : [long, short]
+      warn(
+        `rule ${q(rule.name)}: window ${never.limit} per ${never.periodMs} ms can never bind beside ${beside.limit} per ${beside.periodMs} ms; ${
+          idle === 'short'
+            ? 'a shorter window needs a smaller limit'
+            : 'limit per period must grow as the period shrinks'
+        }`,
+        'TG_WINDOW_NEVER_BINDS',
+      )
     }
   }
 }

@@ -81,9 +81,10 @@ export class MemoryStore implements Store {
         `MemoryStore option maxKeys must be a positive integer, got ${describeValue(maxKeys)}`,
       )
     }
-    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0) {
+    // setInterval holds at most a signed 32-bit delay; past it Node silently uses 1 ms.
+    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0 || sweepIntervalMs > 2 ** 31 - 1) {
       throw new TollgateConfigError(
-        `MemoryStore option sweepIntervalMs must be a non-negative integer, got ${describeValue(sweepIntervalMs)}`,
+        `MemoryStore option sweepIntervalMs must be an integer from 0 to 2147483647, got ${describeValue(sweepIntervalMs)}`,
       )
     }
     this.clock = clock

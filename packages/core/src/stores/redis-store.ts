@@ -1,10 +1,11 @@
+import calculateSlot from 'cluster-key-slot'
 import type { Clock } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName, Window } from '../rules.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
 import { decideScript } from '../scripts/generated.js'
-import type { Store, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from './store.js'
+import type { Store, StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from './store.js'
 
 /**
  * The part of an ioredis `Redis` or `Cluster` client this store uses. ioredis' `defineCommand`
@@ -46,9 +47,20 @@ const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
 
 type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
 
-/** Redis through ioredis: each decision, refund or peek is one EVALSHA, one round trip. */
+/**
+ * Redis through ioredis: each decision, refund or peek is one EVALSHA, one round trip.
+ *
+ * On a Cluster, an identifier's keys share its hash tag, so a decision for one identifier is one
+ * script on one slot. A decision whose identifiers hash to several slots runs as one script per
+ * slot, all sent at once; if any slot refuses, the slots that charged are sent an exact `undo`
+ * of that charge. Each slot checks and charges atomically, so nothing is ever over-admitted;
+ * the price is that a refused decision holds its units on the other slots for one more round
+ * trip (concurrent decisions may see less room meanwhile), and holds them until they expire if
+ * the process dies in between.
+ */
 export class RedisStore implements Store {
   private readonly client: RedisClientLike
+  private readonly cluster: boolean
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
   private readonly decide: DecideCommand
@@ -71,6 +83,7 @@ export class RedisStore implements Store {
       throw new TollgateConfigError(`RedisStore option clock must be a function, got ${describeValue(clock)}`)
     }
     this.client = client
+    this.cluster = (client as { isCluster?: unknown }).isCluster === true
     this.keys = new KeyBuilder(prefix)
     this.clock = clock
     const commands = client as unknown as Record<string, DecideCommand | undefined>
@@ -84,23 +97,70 @@ export class RedisStore implements Store {
   }
 
   async evaluate(request: StoreRequest): Promise<StoreResult> {
-    const { targets } = request
-    const keys: string[] = []
-    const args: string[] = [request.operation, String(request.cost), this.clock ? String(this.clock()) : '']
-    for (const target of targets) {
-      keys.push(this.keyOf(target))
-      args.push(...this.argsOf(target))
-    }
-    const reply = await this.decide(keys.length, ...keys, ...args)
-    return parseReply(reply, targets)
+    const keys = request.targets.map((target) => this.keyOf(target))
+    const time = this.clock ? String(this.clock()) : ''
+    const slots = this.cluster ? groupBySlot(keys) : []
+    if (slots.length <= 1) return this.run(request.operation, keys, request.targets, request.cost, time)
+    return this.acrossSlots(request, keys, slots, time)
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
-    if (targets.length > 0) await this.client.unlink(...targets.map((target) => this.keyOf(target)))
+    if (targets.length === 0) return
+    const keys = targets.map((target) => this.keyOf(target))
+    const slots = this.cluster ? groupBySlot(keys) : [keys.map((_, i) => i)]
+    await Promise.all(slots.map((indices) => this.client.unlink(...indices.map((i) => keys[i] as string))))
   }
 
   close(): Promise<void> {
     return Promise.resolve()
+  }
+
+  private async run(
+    operation: StoreOperation | 'undo',
+    keys: readonly string[],
+    targets: readonly StoreTarget[],
+    cost: number,
+    time: string,
+  ): Promise<StoreResult> {
+    const args: string[] = [operation, String(cost), time]
+    for (const target of targets) args.push(...this.argsOf(target))
+    return parseReply(await this.decide(keys.length, ...keys, ...args), targets)
+  }
+
+  private async acrossSlots(
+    request: StoreRequest,
+    keys: readonly string[],
+    slots: readonly number[][],
+    time: string,
+  ): Promise<StoreResult> {
+    const { operation, targets, cost } = request
+    const parts = slots.map((indices) => ({
+      indices,
+      keys: indices.map((i) => keys[i] as string),
+      targets: indices.map((i) => targets[i] as StoreTarget),
+    }))
+    const settled = await Promise.allSettled(
+      parts.map((part) => this.run(operation, part.keys, part.targets, cost, time)),
+    )
+    const results: Array<StoreResult | undefined> = settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
+    const allowed = results.every((result) => result?.allowed === true)
+    if (operation === 'consume' && !allowed && cost > 0) {
+      await Promise.all(
+        parts.map(async (part, i) => {
+          const charged = results[i]
+          if (!charged?.allowed) return
+          // A failed undo leaves the units charged until they expire: a refusal that costs
+          // quota, never an admission that exceeds it, so the refusal stands.
+          const undone = await this.run('undo', part.keys, part.targets, cost, String(charged.nowMs)).catch(
+            () => charged,
+          )
+          results[i] = undone
+        }),
+      )
+    }
+    const failure = settled.find((r) => r.status === 'rejected')
+    if (failure) throw (failure as PromiseRejectedResult).reason
+    return mergeSlots(parts, results as StoreResult[], allowed, targets.length)
   }
 
   private argsOf(target: StoreTarget): string[] {
@@ -112,6 +172,43 @@ export class RedisStore implements Store {
     }
     return args
   }
+}
+
+function groupBySlot(keys: readonly string[]): number[][] {
+  const bySlot = new Map<number, number[]>()
+  keys.forEach((key, i) => {
+    const slot = calculateSlot(key)
+    const group = bySlot.get(slot)
+    if (group) group.push(i)
+    else bySlot.set(slot, [i])
+  })
+  return [...bySlot.values()]
+}
+
+/** Puts per-slot answers back in target order, on the first slot's clock (nodes' clocks may differ). */
+function mergeSlots(
+  parts: ReadonlyArray<{ indices: readonly number[]; targets: readonly StoreTarget[] }>,
+  results: readonly StoreResult[],
+  allowed: boolean,
+  targetCount: number,
+): StoreResult {
+  const nowMs = (results[0] as StoreResult).nowMs
+  const byTarget: StoreWindowResult[][] = new Array(targetCount)
+  parts.forEach((part, p) => {
+    const result = results[p] as StoreResult
+    const shift = nowMs - result.nowMs
+    let w = 0
+    part.indices.forEach((targetIndex, t) => {
+      const windows = (part.targets[t] as StoreTarget).windows.length
+      byTarget[targetIndex] = result.windows.slice(w, w + windows).map((window) => ({
+        remaining: window.remaining,
+        resetAtMs: window.resetAtMs + shift,
+        fitsAtMs: window.fitsAtMs + shift,
+      }))
+      w += windows
+    })
+  })
+  return { allowed, nowMs, windows: byTarget.flat() }
 }
 
 function parseReply(reply: unknown, targets: readonly StoreTarget[]): StoreResult {
