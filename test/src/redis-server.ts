@@ -59,7 +59,7 @@ type StartAttempt =
   | { outcome: 'failed'; error: Error }
 
 const running = new Map<ChildProcess, string>()
-let exitHookInstalled = false
+let exitHooksInstalled = false
 
 export async function spawnRedisServer(options: SpawnRedisServerOptions = {}): Promise<SpawnedRedis> {
   const binary = options.binary ?? 'redis-server'
@@ -254,13 +254,24 @@ async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolea
 
 function killOnParentExit(child: ChildProcess, dir: string): void {
   running.set(child, dir)
-  if (exitHookInstalled) return
-  exitHookInstalled = true
-  // 'exit' listeners must be synchronous, hence SIGKILL without waiting and rmSync.
-  process.on('exit', () => {
-    for (const [orphan, orphanDir] of running) {
-      orphan.kill('SIGKILL')
-      rmSync(orphanDir, { recursive: true, force: true })
-    }
-  })
+  if (exitHooksInstalled) return
+  exitHooksInstalled = true
+  process.on('exit', killRunning)
+  // A signal ends Node without 'exit'. Once this listener has run (and removed itself), re-raising
+  // the signal keeps Node's default of terminating, unless another listener handles it.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      killRunning()
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+    })
+  }
+}
+
+// Must stay synchronous because it runs inside 'exit', hence SIGKILL without waiting and rmSync.
+function killRunning(): void {
+  for (const [child, dir] of running) {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  }
+  running.clear()
 }

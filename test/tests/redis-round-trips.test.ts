@@ -1,6 +1,7 @@
 import { createLimiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { decideScript } from '../../packages/core/src/scripts/generated.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
 
@@ -62,6 +63,10 @@ describe('RedisStore round trips', () => {
       expect(counts.evalsha).toBe(1)
       expect(counts.eval).toBeUndefined()
     }
+  })
+
+  it('ships a script that Redis accepts under the SHA the store sends', async () => {
+    expect(await admin.script('LOAD', decideScript.lua)).toBe(decideScript.sha1)
   })
 
   it('recovers from SCRIPT FLUSH between two decisions', async () => {
