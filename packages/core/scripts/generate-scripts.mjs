@@ -1,7 +1,7 @@
 // Splices lua/lib/* into each script of lua/ and writes them to src/scripts/generated.ts, so
 // the published package carries its Lua without reading files at run time.
 import { createHash } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -23,4 +23,5 @@ for (const [name, file] of Object.entries(scripts)) {
   const sha1 = createHash('sha1').update(lua).digest('hex')
   source += `export const ${name}Script = {\n  lua: ${JSON.stringify(lua)},\n  sha1: '${sha1}',\n} as const\n\n`
 }
+mkdirSync(dirname(output), { recursive: true })
 writeFileSync(output, source.trimEnd() + '\n')
