@@ -36,7 +36,7 @@ end
 -- Usage per window is asked for several times per decision; it is remembered until a write.
 local function sl_usage(log, w, now)
   if not log.total then
-    log.total = sl_last(log.key)
+    log.total, log.last_time = sl_last(log.key)
     log.before = {}
   end
   local before = log.before[w.period]
@@ -95,12 +95,16 @@ end
 function sliding_log.charge(log, windows, now, cost)
   local key = log.key
   local cutoff = now - sl_longest(windows)
-  local total, last_time = sl_last(key)
+  local total, last_time = log.total, log.last_time
+  if not total then
+    total, last_time = sl_last(key)
+  end
   local at = now
   if last_time == nil or last_time <= cutoff then
     -- Nothing left in any window: start the running total afresh.
     redis.call('DEL', key)
     total = 0
+    log.before = {}
   else
     -- Keep the newest entry outside the windows: its total is where the windows start counting.
     local outside = redis.call('ZCOUNT', key, '-inf', cutoff)
@@ -111,7 +115,9 @@ function sliding_log.charge(log, windows, now, cost)
     at = math.max(now, last_time)
   end
   redis.call('ZADD', key, at, struct.pack('>I7', total + cost))
-  sl_forget(log)
+  -- The new entry lies after every window's start and trimming kept the entry each window
+  -- starts counting from, so the remembered totals before each window still hold.
+  log.total = total + cost
   log.last_time = at
   return log
 end
