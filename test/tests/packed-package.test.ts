@@ -13,6 +13,7 @@ const coreDir = join(repoRoot, 'packages/core')
 /** Value exports only (types vanish at runtime): a change here is a change to the public API. */
 const PUBLIC_EXPORTS = [
   'ALGORITHMS',
+  'HEADERS_FORMATS',
   'MAX_CHAIN_LENGTH',
   'MAX_IDENTIFIERS',
   'MAX_WINDOWS_PER_RULE',
@@ -21,10 +22,17 @@ const PUBLIC_EXPORTS = [
   'TollgateArgumentError',
   'TollgateConfigError',
   'TollgateError',
+  'byIpAndUser',
   'createLimiter',
+  'createRateLimit',
+  'createRouteRateLimit',
   'ipIdentifier',
   'loadRules',
   'parseDuration',
+  'policyName',
+  'quotaExceededProblem',
+  'rateLimitHeaders',
+  'storeUnavailableProblem',
   'userIdentifier',
 ]
 

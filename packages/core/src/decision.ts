@@ -1,8 +1,13 @@
 /**
  * - `ok`: every window had room; the cost was charged (or, for `peek`, would be).
  * - `limited`: at least one window refused; nothing was charged.
+ * - `dry-run`: a window refused, but the decision was asked with `dryRun`, so it lets the
+ *   request through; `windows` still say which window refused.
+ * - `store-error-allowed`: the store failed or did not answer in time and the policy is
+ *   `'allow'` (fail open); `windows` is empty, `error` says what happened.
+ * - `store-error-denied`: the same with the policy `'deny'` (fail closed).
  */
-export type DecisionReason = 'ok' | 'limited'
+export type DecisionReason = 'ok' | 'limited' | 'dry-run' | 'store-error-allowed' | 'store-error-denied'
 
 export interface WindowState {
   /** The rule this window belongs to: the decision's own rule or one of its parents. @example 'auth.createToken' */
@@ -34,6 +39,8 @@ export interface Decision {
   retryAfterMs: number
   /** The time the store decided at, epoch milliseconds (the Redis server's clock by default). @example 1763712000900 */
   nowMs: number
-  /** Every window of the rule and its parents, for every identifier: rule order, then identifier order, then window order. */
+  /** Every window of the rule and its parents, for every identifier: rule order, then identifier order, then window order. Empty when the store failed. */
   windows: WindowState[]
+  /** For `store-error-*` reasons: the store's error, or the timeout. */
+  error?: Error
 }

@@ -9,6 +9,7 @@ import {
   resolveRules,
   type WarningHandler,
 } from './rules.js'
+import { STORE_ERROR_POLICIES, type StoreErrorPolicy, storeFailureDecision, withTimeout } from './store-failure.js'
 import { MemoryStore } from './stores/memory-store.js'
 import type { Store, StoreOperation, StoreTarget } from './stores/store.js'
 
@@ -28,6 +29,19 @@ export interface LimiterOptions {
    * @default process.emitWarning
    */
   onWarning?: WarningHandler
+  /**
+   * What `consume` and `peek` answer when the store fails or does not answer within
+   * `storeTimeoutMs`: `'allow'` (fail open, reason `store-error-allowed`) or `'deny'` (fail
+   * closed, reason `store-error-denied`). Never an exception to the caller. Overridable per call.
+   * @default 'allow'
+   */
+  onStoreError?: StoreErrorPolicy
+  /**
+   * The most milliseconds one decision waits for the store, whatever the client's own
+   * timeouts and retries. Overridable per call.
+   * @default 100
+   */
+  storeTimeoutMs?: number
 }
 
 export interface DecisionOptions {
@@ -37,6 +51,16 @@ export interface DecisionOptions {
    * @default 1
    */
   cost?: number
+  /**
+   * Never refuse: a decision that would be refused is allowed with reason `dry-run`, its
+   * windows still marking which one refused. Nothing is charged for it.
+   * @default false
+   */
+  dryRun?: boolean
+  /** This call's store failure policy. @default the limiter's `onStoreError` */
+  onStoreError?: StoreErrorPolicy
+  /** This call's bound on the store's answer, in ms. @default the limiter's `storeTimeoutMs` */
+  storeTimeoutMs?: number
 }
 
 /** Identifiers or windows beyond these make one decision unreasonably large; they are refused. */
@@ -47,9 +71,9 @@ export interface Limiter {
   consume(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
   /** The decision `consume` would make now, charging nothing. */
   peek(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
-  /** Gives `cost` units back to every window `consume` would charge, most recent first. */
+  /** Gives `cost` units back to every window `consume` would charge, most recent first. Store failures reject (code `TG_STORE`). */
   refund(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
-  /** Forgets the state of the rule and its parents for these identifiers. */
+  /** Forgets the state of the rule and its parents for these identifiers. Store failures reject (code `TG_STORE`). */
   reset(rule: string, identifiers: string | readonly string[]): Promise<void>
   /** Refuses new calls, waits for those in flight, then closes the store. */
   close(): Promise<void>
@@ -57,8 +81,16 @@ export interface Limiter {
   readonly rules: ReadonlyMap<string, Rule>
 }
 
-const OPTION_KEYS = new Set(['store', 'rules', 'onWarning'])
-const DECISION_OPTION_KEYS = new Set(['cost'])
+const OPTION_KEYS = new Set(['store', 'rules', 'onWarning', 'onStoreError', 'storeTimeoutMs'])
+const DECISION_OPTION_KEYS = new Set(['cost', 'dryRun', 'onStoreError', 'storeTimeoutMs'])
+const DEFAULT_STORE_TIMEOUT_MS = 100
+
+interface ResolvedDecisionOptions {
+  cost: number
+  dryRun: boolean
+  onStoreError: StoreErrorPolicy
+  storeTimeoutMs: number
+}
 
 const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
 
@@ -80,6 +112,20 @@ export function createLimiter(options: LimiterOptions): Limiter {
       `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(options.store)}`,
     )
   }
+  const defaults = {
+    cost: 1,
+    dryRun: false,
+    onStoreError: storeErrorPolicyOf(
+      options.onStoreError ?? 'allow',
+      TollgateConfigError,
+      'createLimiter option onStoreError',
+    ),
+    storeTimeoutMs: storeTimeoutOf(
+      options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS,
+      TollgateConfigError,
+      'createLimiter option storeTimeoutMs',
+    ),
+  }
   const rules = resolveRules(options.rules, onWarning)
   // Made only once everything else is valid, so a config error leaves no sweep timer behind.
   const store = options.store ?? new MemoryStore()
@@ -99,10 +145,18 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return track(async () => {
       const rule = ruleOf(rules, ruleName)
       const ids = identifiersOf(identifiers)
-      const cost = costOf(options)
+      const { cost, dryRun, onStoreError, storeTimeoutMs } = decisionOptionsOf(options, defaults)
       const targets = targetsOf(rule, ids)
-      const result = await store.evaluate({ operation, targets, cost })
-      return toDecision(rule.name, cost, targets, result)
+      const evaluation = withTimeout(store.evaluate({ operation, targets, cost }), storeTimeoutMs)
+      if (operation === 'refund') return toDecision(rule.name, cost, targets, await evaluation)
+      let decision: Decision
+      try {
+        decision = toDecision(rule.name, cost, targets, await evaluation)
+      } catch (error) {
+        return storeFailureDecision(rule.name, cost, onStoreError, error)
+      }
+      if (dryRun && !decision.allowed) return { ...decision, allowed: true, reason: 'dry-run' as const }
+      return decision
     })
   }
 
@@ -112,7 +166,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     peek: (rule, identifiers, options) => decide('peek', rule, identifiers, options),
     refund: (rule, identifiers, options) => decide('refund', rule, identifiers, options),
     reset: (rule, identifiers) =>
-      track(async () => store.reset(targetsOf(ruleOf(rules, rule), identifiersOf(identifiers)))),
+      track(async () =>
+        withTimeout(store.reset(targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))), defaults.storeTimeoutMs),
+      ),
     close() {
       closing ??= Promise.allSettled([...inFlight]).then(() => store.close())
       return closing
@@ -150,20 +206,53 @@ function identifiersOf(identifiers: unknown): readonly string[] {
   return list as readonly string[]
 }
 
-function costOf(options: unknown): number {
-  if (options === undefined) return 1
+function decisionOptionsOf(options: unknown, defaults: ResolvedDecisionOptions): ResolvedDecisionOptions {
+  if (options === undefined) return defaults
   if (!isPlainObject(options)) {
     throw new TollgateArgumentError(`decision options must be an object { cost }, got ${describeValue(options)}`)
   }
   for (const key of Object.keys(options)) {
-    if (!DECISION_OPTION_KEYS.has(key))
-      throw new TollgateArgumentError(`unknown decision option '${key}'; known: 'cost'`)
+    if (!DECISION_OPTION_KEYS.has(key)) {
+      throw new TollgateArgumentError(
+        `unknown decision option '${key}'; known: ${[...DECISION_OPTION_KEYS].map((k) => `'${k}'`).join(', ')}`,
+      )
+    }
   }
-  const { cost = 1 } = options
+  const { cost = 1, dryRun = defaults.dryRun, onStoreError, storeTimeoutMs } = options
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
     throw new TollgateArgumentError(`cost must be a non-negative integer, got ${describeValue(cost)}`)
   }
-  return cost
+  if (typeof dryRun !== 'boolean')
+    throw new TollgateArgumentError(`dryRun must be a boolean, got ${describeValue(dryRun)}`)
+  return {
+    cost,
+    dryRun,
+    onStoreError:
+      onStoreError === undefined
+        ? defaults.onStoreError
+        : storeErrorPolicyOf(onStoreError, TollgateArgumentError, 'decision option onStoreError'),
+    storeTimeoutMs:
+      storeTimeoutMs === undefined
+        ? defaults.storeTimeoutMs
+        : storeTimeoutOf(storeTimeoutMs, TollgateArgumentError, 'decision option storeTimeoutMs'),
+  }
+}
+
+function storeErrorPolicyOf(value: unknown, Failure: new (message: string) => Error, what: string): StoreErrorPolicy {
+  if (!STORE_ERROR_POLICIES.includes(value as StoreErrorPolicy)) {
+    throw new Failure(
+      `${what} must be ${STORE_ERROR_POLICIES.map((p) => `'${p}'`).join(' or ')}, got ${describeValue(value)}`,
+    )
+  }
+  return value as StoreErrorPolicy
+}
+
+/** Past about a minute a "bounded" wait bounds nothing, and setTimeout's 32-bit limit is far beyond. */
+function storeTimeoutOf(value: unknown, Failure: new (message: string) => Error, what: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 60_000) {
+    throw new Failure(`${what} must be an integer number of milliseconds from 1 to 60000, got ${describeValue(value)}`)
+  }
+  return value
 }
 
 function targetsOf(rule: Rule, identifiers: readonly string[]): StoreTarget[] {

@@ -1,0 +1,123 @@
+import { createHash } from 'node:crypto'
+import type { Decision, WindowState } from '../decision.js'
+import { policyName } from './policy-name.js'
+
+/**
+ * - `draft-10`: `RateLimit-Policy` and `RateLimit`, one Structured Field list item per window
+ *   (draft-ietf-httpapi-ratelimit-headers-10).
+ * - `draft-7`: `RateLimit: limit=…, remaining=…, reset=…` for the window closest to refusing,
+ *   and `RateLimit-Policy: 20;w=60, 5;w=3`.
+ * - `draft-6`: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` for that window,
+ *   and the same `RateLimit-Policy`.
+ * - `legacy`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds).
+ */
+export type HeadersFormat = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy'
+
+export const HEADERS_FORMATS: readonly HeadersFormat[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+
+/** draft-10 quota units: what `cost` counts. */
+export type QuotaUnit = 'request' | 'content-bytes' | 'concurrency'
+
+export const QUOTA_UNITS: readonly QuotaUnit[] = ['request', 'content-bytes', 'concurrency']
+
+export interface HeaderOptions {
+  format: HeadersFormat
+  /** Sent as draft-10 `qu` unless it is the draft's default, `request`. */
+  quotaUnit: QuotaUnit
+  /** Adds draft-10 `pk`: a digest of the identifier, so clients can tell partitions apart without learning them. */
+  partitionKey: boolean
+}
+
+/** One window per rule and period: the identifier whose window is tightest speaks for all. */
+export function tightestPerPolicy(windows: readonly WindowState[]): WindowState[] {
+  const byPolicy = new Map<string, WindowState>()
+  for (const window of windows) {
+    const key = `${window.rule}\u0000${window.periodMs}`
+    const seen = byPolicy.get(key)
+    if (!seen || tighter(window, seen)) byPolicy.set(key, window)
+  }
+  return [...byPolicy.values()]
+}
+
+function tighter(a: WindowState, b: WindowState): boolean {
+  if (a.failed !== b.failed) return a.failed
+  if (a.remaining !== b.remaining) return a.remaining < b.remaining
+  return a.resetAtMs > b.resetAtMs
+}
+
+/** The one window the single-policy formats report: a refusing one (the last to free up), else the fewest remaining. */
+function closestToRefusing(windows: readonly WindowState[]): WindowState | undefined {
+  let closest: WindowState | undefined
+  for (const window of windows) {
+    if (
+      !closest ||
+      (window.failed && !closest.failed) ||
+      (window.failed === closest.failed &&
+        (window.failed
+          ? window.resetAtMs > closest.resetAtMs
+          : window.remaining < closest.remaining ||
+            (window.remaining === closest.remaining && window.periodMs > closest.periodMs)))
+    ) {
+      closest = window
+    }
+  }
+  return closest
+}
+
+const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000))
+
+function sfString(value: string): string {
+  return `"${value.replace(/[\\"]/g, '\\$&')}"`
+}
+
+function partitionKey(identifier: string): string {
+  return `:${createHash('sha256').update(identifier, 'utf16le').digest().subarray(0, 12).toString('base64')}:`
+}
+
+/**
+ * The rate limit header fields for a decision, as a plain record the adapters apply. Empty when
+ * the decision holds no windows (a store failure). `Retry-After` (delta seconds, never before the
+ * refusing windows free up) accompanies every refusal that can ever pass.
+ */
+export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Record<string, string> {
+  const headers: Record<string, string> = {}
+  const refused = decision.reason === 'limited' || decision.reason === 'store-error-denied'
+  if (refused && Number.isFinite(decision.retryAfterMs)) {
+    headers['Retry-After'] = String(Math.max(1, seconds(decision.retryAfterMs)))
+  }
+  const windows = tightestPerPolicy(decision.windows)
+  if (windows.length === 0) return headers
+  const reset = (window: WindowState) => seconds(window.resetAtMs - decision.nowMs)
+
+  if (options.format === 'draft-10') {
+    const unit = options.quotaUnit === 'request' ? '' : `;qu=${sfString(options.quotaUnit)}`
+    const pk = (window: WindowState) => (options.partitionKey ? `;pk=${partitionKey(window.identifier)}` : '')
+    headers['RateLimit-Policy'] = windows
+      .map(
+        (w) =>
+          `${sfString(policyName(w.rule, w.periodMs))};q=${w.limit};w=${Math.max(1, seconds(w.periodMs))}${unit}${pk(w)}`,
+      )
+      .join(', ')
+    headers.RateLimit = windows
+      .map((w) => `${sfString(policyName(w.rule, w.periodMs))};r=${w.remaining};t=${reset(w)}${pk(w)}`)
+      .join(', ')
+    return headers
+  }
+
+  const closest = closestToRefusing(windows) as WindowState
+  if (options.format === 'legacy') {
+    headers['X-RateLimit-Limit'] = String(closest.limit)
+    headers['X-RateLimit-Remaining'] = String(closest.remaining)
+    headers['X-RateLimit-Reset'] = String(Math.ceil(closest.resetAtMs / 1000))
+    return headers
+  }
+  headers['RateLimit-Policy'] = windows.map((w) => `${w.limit};w=${Math.max(1, seconds(w.periodMs))}`).join(', ')
+  if (options.format === 'draft-7') {
+    headers.RateLimit = `limit=${closest.limit}, remaining=${closest.remaining}, reset=${reset(closest)}`
+  } else {
+    headers['RateLimit-Limit'] = String(closest.limit)
+    headers['RateLimit-Remaining'] = String(closest.remaining)
+    headers['RateLimit-Reset'] = String(reset(closest))
+  }
+  return headers
+}

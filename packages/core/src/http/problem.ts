@@ -1,0 +1,38 @@
+import type { Decision } from '../decision.js'
+import { tightestPerPolicy } from './headers.js'
+import { policyName } from './policy-name.js'
+
+/** An RFC 9457 problem details object. */
+export type ProblemDetails = Record<string, unknown> & { type: string; title: string; status: number }
+
+const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
+
+/** The 429 body: the ratelimit draft's `quota-exceeded` type, naming the refusing windows. */
+export function quotaExceededProblem(decision: Decision): ProblemDetails {
+  const violated = tightestPerPolicy(decision.windows).filter((w) => w.failed)
+  const retryAfter = Number.isFinite(decision.retryAfterMs)
+    ? Math.max(1, Math.ceil(decision.retryAfterMs / 1000))
+    : null
+  return {
+    type: QUOTA_EXCEEDED,
+    title: 'Request cannot be satisfied as assigned quota has been exceeded',
+    status: 429,
+    detail:
+      retryAfter === null
+        ? `This request costs ${decision.cost}, more than ${violated.map((w) => policyName(w.rule, w.periodMs)).join(', ')} can ever admit.`
+        : `Quota exceeded for ${violated.map((w) => policyName(w.rule, w.periodMs)).join(', ')}; retry in ${retryAfter} s.`,
+    'violated-policies': violated.map((w) => policyName(w.rule, w.periodMs)),
+    'retry-after': retryAfter,
+  }
+}
+
+/** The 503 body when the store failed and the policy is to deny. */
+export function storeUnavailableProblem(decision: Decision): ProblemDetails {
+  return {
+    type: 'about:blank',
+    title: 'Service Unavailable',
+    status: 503,
+    detail: 'The rate limiter cannot reach its store, and this route refuses requests it cannot count.',
+    'retry-after': Math.max(1, Math.ceil(decision.retryAfterMs / 1000)),
+  }
+}

@@ -1,0 +1,92 @@
+import type { Decision } from '../decision.js'
+import type { Limiter } from '../limiter.js'
+import type { AlgorithmName, RulesOptions, WarningHandler, WindowOptions } from '../rules.js'
+import type { StoreErrorPolicy } from '../store-failure.js'
+import type { Store } from '../stores/store.js'
+import type { HeadersFormat, QuotaUnit } from './headers.js'
+import type { ProblemDetails } from './problem.js'
+
+/** What an adapter knows of the client before `identify` runs. */
+export interface ClientView {
+  /** The client address as the framework sees it, honouring its own proxy trust setting. */
+  ip: string | undefined
+  /** `ipIdentifier(ip, { ipv6Subnet })`, or undefined when the framework saw no address. */
+  ipIdentifier: string | undefined
+}
+
+type MaybePromise<T> = T | Promise<T>
+
+/**
+ * The options every Tollgate HTTP adapter takes, with `Req` the framework's own request object
+ * (Express `req`, Fastify `request`, Koa `ctx`). Checked once, at construction.
+ */
+export interface RateLimitOptions<Req> {
+  /** A limiter to decide with; it stays yours to close. Give this, or `store`/`rules`, or inline `windows`. */
+  limiter?: Limiter
+  /** The store for a limiter made from `rules` or `windows`. @default new MemoryStore() */
+  store?: Store
+  /** Rules for a limiter made here; `rule` names the one to apply. */
+  rules?: RulesOptions
+  /**
+   * The rule to apply, or the name given to inline `windows`.
+   * @default 'default' with inline windows
+   * @example 'auth.createToken'
+   */
+  rule?: string
+  /** Inline windows: a rule of its own for this middleware. @example [{ limit: 100, period: '1m' }] */
+  windows?: readonly WindowOptions[]
+  /** The algorithm of inline `windows`. @default 'sliding-log' */
+  algorithm?: AlgorithmName
+  /**
+   * Who the request counts for: one identifier or several, all charged in one atomic decision.
+   * @default the client IP identifier
+   * @example (req, client) => [client.ipIdentifier, `user:${req.user.id}`]
+   */
+  identify?: (request: Req, client: ClientView) => MaybePromise<string | readonly string[]>
+  /** The IPv6 prefix length that counts as one client. @default 56 */
+  ipv6Subnet?: number
+  /** Units the request costs, or a function of it (e.g. its body's bytes). @default 1 */
+  cost?: number | ((request: Req) => MaybePromise<number>)
+  /** Requests for which this returns true are not counted and get no headers. */
+  skip?: (request: Req) => MaybePromise<boolean>
+  /** Which rate limit header fields to send, or `false` for none. @default 'draft-10' */
+  headers?: HeadersFormat | false
+  /** What `cost` counts, sent as draft-10 `qu`. @default 'request' */
+  quotaUnit?: QuotaUnit
+  /** Adds draft-10 `pk`, a digest of the identifier. @default false */
+  partitionKey?: boolean
+  /** Called for every refused request (and every would-be refusal in `dryRun`), before the response. */
+  onLimited?: (request: Req, decision: Decision) => MaybePromise<void>
+  /** Replaces the 429 `application/problem+json` body. */
+  problem?: (decision: Decision, request: Req) => MaybePromise<ProblemDetails>
+  /** Count and report, never refuse. @default false */
+  dryRun?: boolean
+  /** Fail open (`'allow'`) or closed (`'deny'`, answered 503) when the store fails. @default the limiter's, 'allow' */
+  onStoreError?: StoreErrorPolicy
+  /** The most one request waits for the store, in ms. @default the limiter's, 100 */
+  storeTimeoutMs?: number
+  /** Receives one-time warnings, such as `X-Forwarded-For` arriving while no proxy is trusted. @default process.emitWarning */
+  onWarning?: WarningHandler
+}
+
+export const RATE_LIMIT_OPTION_KEYS: ReadonlySet<string> = new Set([
+  'limiter',
+  'store',
+  'rules',
+  'rule',
+  'windows',
+  'algorithm',
+  'identify',
+  'ipv6Subnet',
+  'cost',
+  'skip',
+  'headers',
+  'quotaUnit',
+  'partitionKey',
+  'onLimited',
+  'problem',
+  'dryRun',
+  'onStoreError',
+  'storeTimeoutMs',
+  'onWarning',
+])
