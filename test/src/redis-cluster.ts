@@ -1,7 +1,10 @@
 import { execFile } from 'node:child_process'
-import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
-import { Cluster, type ClusterOptions, Redis } from 'ioredis'
+import { Cluster, type ClusterOptions, type Redis } from 'ioredis'
+import { messageOf } from './error-message.js'
+import { pollUntil } from './poll.js'
+import { HOST } from './redis-host.js'
+import { withNode } from './redis-one-off-connection.js'
 import { type SpawnedRedis, spawnRedisServer } from './redis-server.js'
 
 export interface SpawnRedisClusterOptions {
@@ -38,9 +41,6 @@ interface ClusterNodeEntry {
   slots: Array<[number, number]>
 }
 
-type Poll<T> = { done: true; value: T } | { done: false; state: string }
-
-const HOST = '127.0.0.1'
 const SLOT_COUNT = 16_384
 const NODE_ARGS = [
   '--cluster-enabled',
@@ -60,8 +60,6 @@ const CREATE_TIMEOUT_MS = 30_000
 const FORMATION_TIMEOUT_MS = 20_000
 const CONVERGENCE_TIMEOUT_MS = 10_000
 const READY_TIMEOUT_MS = 10_000
-const POLL_INTERVAL_MS = 50
-const COMMAND_TIMEOUT_MS = 5_000
 const MIGRATE_BATCH_KEYS = 100
 // MIGRATE's timeout bounds each idle wait on the target, not the whole transfer.
 const MIGRATE_IDLE_TIMEOUT_MS = 2_000
@@ -388,50 +386,4 @@ function parseClusterNodes(text: string): ClusterNodeEntry[] {
           }),
       }
     })
-}
-
-/** A short-lived connection that fails fast instead of queueing or reconnecting. */
-async function withNode<T>(port: number, use: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis({
-    host: HOST,
-    port,
-    lazyConnect: true,
-    enableReadyCheck: false,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: COMMAND_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-  })
-  // The awaited connect() or command rejects with the same error.
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    return await use(client)
-  } finally {
-    client.disconnect()
-  }
-}
-
-/** Calls check until it reports done; on timeout the error names what was awaited and the last state seen. */
-async function pollUntil<T>(what: string, timeoutMs: number, check: () => Promise<Poll<T>>): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let lastState = 'not checked'
-  for (;;) {
-    try {
-      const result = await check()
-      if (result.done) return result.value
-      lastState = result.state
-    } catch (error) {
-      lastState = messageOf(error)
-    }
-    if (Date.now() >= deadline) {
-      throw new Error(`Timed out after ${timeoutMs} ms waiting until ${what}; last seen: ${lastState}`)
-    }
-    await delay(POLL_INTERVAL_MS)
-  }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

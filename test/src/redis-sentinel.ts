@@ -1,11 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process'
-import { rmSync } from 'node:fs'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { setTimeout as delay } from 'node:timers/promises'
 import { Redis, type RedisOptions } from 'ioredis'
-import { findFreePort } from './free-port.js'
+import { messageOf } from './error-message.js'
+import { pollUntil } from './poll.js'
+import { HOST } from './redis-host.js'
+import { withNode } from './redis-one-off-connection.js'
+import { type SpawnedRedisProcess, spawnRedisProcess } from './redis-process.js'
 import { type SpawnedRedis, spawnRedisServer } from './redis-server.js'
 
 export interface SpawnRedisSentinelOptions {
@@ -31,20 +29,7 @@ export interface SpawnRedisSentinelOptions {
   failoverTimeoutMs?: number
 }
 
-export interface SpawnedSentinelProcess {
-  port: number
-  pid: number
-  /**
-   * SIGTERM, then SIGKILL if the sentinel is still running 5 s later; resolves once it has exited
-   * and its directory is removed. Calling it again returns the same promise.
-   */
-  stop(): Promise<void>
-  /**
-   * Sends a signal and returns at once. Call stop() afterwards to remove the directory.
-   * @default 'SIGKILL'
-   */
-  kill(signal?: NodeJS.Signals): void
-}
+export type SpawnedSentinelProcess = SpawnedRedisProcess
 
 export interface SpawnedSentinel {
   /** The master as started; after a failover it is a replica or, if it was killed, gone. */
@@ -67,28 +52,11 @@ interface SentinelConfig {
   failoverTimeoutMs: number
 }
 
-type Poll<T> = { done: true; value: T } | { done: false; state: string }
-
-type StartAttempt =
-  | { outcome: 'ready'; sentinel: SpawnedSentinelProcess }
-  | { outcome: 'port-taken'; error: Error }
-  | { outcome: 'failed'; error: Error }
-
-const HOST = '127.0.0.1'
-const BINARY = 'redis-sentinel'
 const MASTER_NAME_PATTERN = /^[A-Za-z0-9._-]+$/
-const PORT_ATTEMPTS = 5
-const START_TIMEOUT_MS = 10_000
 const REPLICATION_TIMEOUT_MS = 10_000
 const DISCOVERY_TIMEOUT_MS = 20_000
 const DEFAULT_FAILOVER_WAIT_MS = 20_000
-const POLL_INTERVAL_MS = 50
 const COMMAND_TIMEOUT_MS = 2_000
-const STOP_GRACE_MS = 5_000
-const OUTPUT_TAIL_CHARS = 4_000
-
-const running = new Map<ChildProcess, string>()
-let exitHookInstalled = false
 
 /**
  * Starts a master, one replica of it and `sentinels` redis-sentinel processes on 127.0.0.1, and
@@ -166,8 +134,10 @@ export function waitForFailover(
       const answers: string[] = []
       for (const sentinel of setup.sentinels) {
         try {
-          const address = (await withNode(sentinel.port, (client) =>
-            client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', setup.masterName),
+          const address = (await withNode(
+            sentinel.port,
+            (client) => client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', setup.masterName),
+            COMMAND_TIMEOUT_MS,
           )) as [string, string] | null
           if (address !== null && Number(address[1]) !== previousMasterPort) {
             return { done: true, value: { host: address[0], port: Number(address[1]) } }
@@ -206,7 +176,7 @@ function stopAllOnce(started: ReadonlyArray<{ stop(): Promise<void> }>): () => P
 
 async function waitUntilReplicating(replica: SpawnedRedis): Promise<void> {
   await pollUntil(`the replica ${replica.port} reports master_link_status:up`, REPLICATION_TIMEOUT_MS, async () => {
-    const info = await withNode(replica.port, (client) => client.info('replication'))
+    const info = await withNode(replica.port, (client) => client.info('replication'), COMMAND_TIMEOUT_MS)
     const status = /^master_link_status:(\w+)/m.exec(info)?.[1] ?? 'absent'
     return status === 'up' ? { done: true, value: undefined } : { done: false, state: `master_link_status:${status}` }
   })
@@ -224,21 +194,25 @@ async function waitUntilDiscovered(
     async () => {
       const views = await Promise.all(
         sentinels.map((sentinel) =>
-          withNode(sentinel.port, async (client) => {
-            const master = toRecord(await client.call('SENTINEL', 'MASTER', masterName))
-            const replicas = ((await client.call('SENTINEL', 'REPLICAS', masterName)) as unknown[]).map(toRecord)
-            const replica = replicas.find((candidate) => Number(candidate.port) === replicaPort)
-            const ready =
-              master.flags === 'master' &&
-              Number(master['num-slaves']) >= 1 &&
-              Number(master['num-other-sentinels']) === otherSentinels &&
-              replica?.flags === 'slave' &&
-              replica['master-link-status'] === 'ok'
-            const state =
-              `${sentinel.port}: master ${master.flags}, num-slaves ${master['num-slaves']}, ` +
-              `num-other-sentinels ${master['num-other-sentinels']}, replica ${replica?.flags ?? 'unknown'}`
-            return { ready, state }
-          }),
+          withNode(
+            sentinel.port,
+            async (client) => {
+              const master = toRecord(await client.call('SENTINEL', 'MASTER', masterName))
+              const replicas = ((await client.call('SENTINEL', 'REPLICAS', masterName)) as unknown[]).map(toRecord)
+              const replica = replicas.find((candidate) => Number(candidate.port) === replicaPort)
+              const ready =
+                master.flags === 'master' &&
+                Number(master['num-slaves']) >= 1 &&
+                Number(master['num-other-sentinels']) === otherSentinels &&
+                replica?.flags === 'slave' &&
+                replica['master-link-status'] === 'ok'
+              const state =
+                `${sentinel.port}: master ${master.flags}, num-slaves ${master['num-slaves']}, ` +
+                `num-other-sentinels ${master['num-other-sentinels']}, replica ${replica?.flags ?? 'unknown'}`
+              return { ready, state }
+            },
+            COMMAND_TIMEOUT_MS,
+          ),
         ),
       )
       return views.every((view) => view.ready)
@@ -258,33 +232,19 @@ function toRecord(reply: unknown): Record<string, string> {
   return record
 }
 
-async function startSentinel(config: SentinelConfig): Promise<SpawnedSentinelProcess> {
-  let lastPortError: Error | undefined
-  for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
-    const port = await findFreePort()
-    const dir = await mkdtemp(join(tmpdir(), 'tollgate-sentinel-'))
-    // Sentinel rewrites its config file as it learns the topology, so it lives in a directory of its own.
-    const configPath = join(dir, 'sentinel.conf')
-    await writeFile(configPath, sentinelConfig(port, dir, config))
-    const started = await startOnPort(configPath, port, dir)
-    if (started.outcome === 'ready') return started.sentinel
-    await rm(dir, { recursive: true, force: true })
-    if (started.outcome === 'failed') throw started.error
-    lastPortError = started.error
-  }
-  throw new Error(`${BINARY}: another process took the chosen port ${PORT_ATTEMPTS} times in a row; giving up`, {
-    cause: lastPortError,
+function startSentinel(config: SentinelConfig): Promise<SpawnedSentinelProcess> {
+  return spawnRedisProcess({
+    binary: 'redis-sentinel',
+    debianPackage: 'redis-sentinel',
+    dirPrefix: 'tollgate-sentinel-',
+    configFile: sentinelConfig(config),
   })
 }
 
-function sentinelConfig(port: number, dir: string, config: SentinelConfig): string {
+// The port, bind address and directory come from spawnRedisProcess's command line.
+function sentinelConfig(config: SentinelConfig): string {
   const name = config.masterName
   return [
-    `port ${port}`,
-    `bind ${HOST}`,
-    // Redis reads double-quoted config values with the same escapes as JSON strings.
-    `dir ${JSON.stringify(dir)}`,
-    'daemonize no',
     'protected-mode no',
     'logfile ""',
     'sentinel resolve-hostnames no',
@@ -293,183 +253,4 @@ function sentinelConfig(port: number, dir: string, config: SentinelConfig): stri
     `sentinel failover-timeout ${name} ${config.failoverTimeoutMs}`,
     '',
   ].join('\n')
-}
-
-async function startOnPort(configPath: string, port: number, dir: string): Promise<StartAttempt> {
-  const child = spawn(BINARY, [configPath], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
-  const spawnFailed = new Promise<NodeJS.ErrnoException>((resolve) => child.on('error', resolve))
-  let output = ''
-  const keepTail = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-OUTPUT_TAIL_CHARS)
-  }
-  child.stdout?.on('data', keepTail)
-  child.stderr?.on('data', keepTail)
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  const outputClosed = new Promise<void>((resolve) => child.once('close', () => resolve()))
-  const hasExited = () => child.exitCode !== null || child.signalCode !== null
-
-  const pid = child.pid
-  if (pid === undefined) {
-    const error = await spawnFailed
-    const why =
-      error.code === 'ENOENT'
-        ? `${BINARY} was not found on PATH (Debian: apt-get install redis-sentinel)`
-        : `${BINARY} could not be started: ${error.message}`
-    return { outcome: 'failed', error: new Error(why, { cause: error }) }
-  }
-  killOnParentExit(child, dir)
-
-  const deadline = Date.now() + START_TIMEOUT_MS
-  while (Date.now() < deadline) {
-    if (hasExited()) {
-      running.delete(child)
-      // 'exit' can come before the last output is read, and that output says why it exited.
-      await settlesWithin(outputClosed, 1_000)
-      const status = child.exitCode !== null ? `code ${child.exitCode}` : `signal ${child.signalCode}`
-      const error = new Error(`${BINARY} on ${HOST}:${port} exited with ${status} before answering PING:\n${output}`)
-      return { outcome: output.includes('Address already in use') ? 'port-taken' : 'failed', error }
-    }
-    const answeringPid = await pingAndReadPid(port)
-    if (answeringPid === pid) {
-      return { outcome: 'ready', sentinel: describeSentinel(child, pid, port, dir, exited, hasExited) }
-    }
-    if (answeringPid !== undefined) {
-      // Another server got the port first; ours will fail to bind and exit.
-      await stopChild(child, exited, hasExited)
-      running.delete(child)
-      return {
-        outcome: 'port-taken',
-        error: new Error(`${HOST}:${port} is served by pid ${answeringPid}, not by the spawned pid ${pid}`),
-      }
-    }
-    await delay(POLL_INTERVAL_MS)
-  }
-  await stopChild(child, exited, hasExited)
-  running.delete(child)
-  return {
-    outcome: 'failed',
-    error: new Error(`${BINARY} on ${HOST}:${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${output}`),
-  }
-}
-
-/** The pid of the process that answered PING on the port, so a process that is not ours is noticed. */
-async function pingAndReadPid(port: number): Promise<number | undefined> {
-  try {
-    return await withNode(port, async (client) => {
-      if ((await client.ping()) !== 'PONG') return undefined
-      const match = /^process_id:(\d+)/m.exec(await client.info('server'))
-      return match?.[1] === undefined ? undefined : Number(match[1])
-    })
-  } catch {
-    // Refused connections are the expected answer until the sentinel listens.
-    return undefined
-  }
-}
-
-function describeSentinel(
-  child: ChildProcess,
-  pid: number,
-  port: number,
-  dir: string,
-  exited: Promise<void>,
-  hasExited: () => boolean,
-): SpawnedSentinelProcess {
-  let stopping: Promise<void> | undefined
-  return {
-    port,
-    pid,
-    stop() {
-      stopping ??= (async () => {
-        await stopChild(child, exited, hasExited)
-        running.delete(child)
-        await rm(dir, { recursive: true, force: true })
-      })()
-      return stopping
-    },
-    kill(signal = 'SIGKILL') {
-      child.kill(signal)
-    },
-  }
-}
-
-async function stopChild(child: ChildProcess, exited: Promise<void>, hasExited: () => boolean): Promise<void> {
-  if (hasExited()) return
-  child.kill('SIGTERM')
-  // A sentinel paused by kill('SIGSTOP') acts on SIGTERM only once it runs again.
-  child.kill('SIGCONT')
-  if (await settlesWithin(exited, STOP_GRACE_MS)) return
-  child.kill('SIGKILL')
-  if (await settlesWithin(exited, STOP_GRACE_MS)) return
-  throw new Error(`${BINARY} pid ${child.pid} did not exit ${STOP_GRACE_MS} ms after SIGKILL`)
-}
-
-async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(resolve, ms, false)
-  })
-  try {
-    return await Promise.race([promise.then(() => true), timedOut])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-function killOnParentExit(child: ChildProcess, dir: string): void {
-  running.set(child, dir)
-  if (exitHookInstalled) return
-  exitHookInstalled = true
-  // 'exit' listeners must be synchronous, hence SIGKILL without waiting and rmSync.
-  process.on('exit', () => {
-    for (const [orphan, orphanDir] of running) {
-      orphan.kill('SIGKILL')
-      rmSync(orphanDir, { recursive: true, force: true })
-    }
-  })
-}
-
-/** A short-lived connection that fails fast instead of queueing or reconnecting. */
-async function withNode<T>(port: number, use: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis({
-    host: HOST,
-    port,
-    lazyConnect: true,
-    enableReadyCheck: false,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: COMMAND_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-  })
-  // The awaited connect() or command rejects with the same error.
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    return await use(client)
-  } finally {
-    client.disconnect()
-  }
-}
-
-/** Calls check until it reports done; on timeout the error names what was awaited and the last state seen. */
-async function pollUntil<T>(what: string, timeoutMs: number, check: () => Promise<Poll<T>>): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let lastState = 'not checked'
-  for (;;) {
-    try {
-      const result = await check()
-      if (result.done) return result.value
-      lastState = result.state
-    } catch (error) {
-      lastState = messageOf(error)
-    }
-    if (Date.now() >= deadline) {
-      throw new Error(`Timed out after ${timeoutMs} ms waiting until ${what}; last seen: ${lastState}`)
-    }
-    await delay(POLL_INTERVAL_MS)
-  }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

@@ -100,7 +100,9 @@ describe('RedisStore round trips', () => {
     const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'wrongtype:' }), rules })
     await client.set('wrongtype:api.write:{user:1}:sl', 'not a sorted set', 'PX', 60_000)
     sent.length = 0
-    await expect(limiter.consume('api.write', 'user:1')).rejects.toThrow(/WRONGTYPE/)
+    const decision = await limiter.consume('api.write', 'user:1')
+    expect(decision).toMatchObject({ allowed: true, reason: 'store-error-allowed' })
+    expect(decision.error?.message).toMatch(/WRONGTYPE/)
     expect(sent).toEqual(['evalsha'])
   })
 })
