@@ -22,7 +22,8 @@ describe('exactness across processes (4 × 500 concurrent consumes, limit 1000)'
   // A fixed clock keeps the buckets from refilling mid-test; the race itself is on the server.
   it.each(ALGORITHMS)('%s admits exactly 1000', async (algorithm) => {
     const prefix = `exact:${process.pid}:${algorithm}:`
-    const results = await pool.broadcast<{ admitted: number }>(`${algorithm} ${prefix} 1700000000000`)
+    const results = await pool.broadcast<{ admitted: number; failed: number }>(`${algorithm} ${prefix} 1700000000000`)
+    expect(results.reduce((sum, r) => sum + r.failed, 0)).toBe(0)
     expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(1000)
     const keys = await keysWithTtl(client, prefix)
     expect(keys).toHaveLength(1)
@@ -31,7 +32,8 @@ describe('exactness across processes (4 × 500 concurrent consumes, limit 1000)'
 
   it('sliding-log on the server clock admits exactly 1000', async () => {
     const prefix = `exact:${process.pid}:server-time:`
-    const results = await pool.broadcast<{ admitted: number }>(`sliding-log ${prefix} server`)
+    const results = await pool.broadcast<{ admitted: number; failed: number }>(`sliding-log ${prefix} server`)
+    expect(results.reduce((sum, r) => sum + r.failed, 0)).toBe(0)
     expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(1000)
   })
 })

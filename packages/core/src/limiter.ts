@@ -9,7 +9,13 @@ import {
   resolveRules,
   type WarningHandler,
 } from './rules.js'
-import { STORE_ERROR_POLICIES, type StoreErrorPolicy, storeFailureDecision, withTimeout } from './store-failure.js'
+import {
+  callStore,
+  type StoreErrorPolicy,
+  storeErrorPolicyOf,
+  storeFailureDecision,
+  storeTimeoutOf,
+} from './store-failure.js'
 import { MemoryStore } from './stores/memory-store.js'
 import type { Store, StoreOperation, StoreTarget } from './stores/store.js'
 
@@ -79,6 +85,8 @@ export interface Limiter {
   close(): Promise<void>
   /** The resolved rules, by name. */
   readonly rules: ReadonlyMap<string, Rule>
+  /** The store deciding, so that other limiters can share it. */
+  readonly store: Store
 }
 
 const OPTION_KEYS = new Set(['store', 'rules', 'onWarning', 'onStoreError', 'storeTimeoutMs'])
@@ -116,12 +124,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
     cost: 1,
     dryRun: false,
     onStoreError: storeErrorPolicyOf(
-      options.onStoreError ?? 'allow',
+      options.onStoreError === undefined ? 'allow' : options.onStoreError,
       TollgateConfigError,
       'createLimiter option onStoreError',
     ),
     storeTimeoutMs: storeTimeoutOf(
-      options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS,
+      options.storeTimeoutMs === undefined ? DEFAULT_STORE_TIMEOUT_MS : options.storeTimeoutMs,
       TollgateConfigError,
       'createLimiter option storeTimeoutMs',
     ),
@@ -147,7 +155,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const ids = identifiersOf(identifiers)
       const { cost, dryRun, onStoreError, storeTimeoutMs } = decisionOptionsOf(options, defaults)
       const targets = targetsOf(rule, ids)
-      const evaluation = withTimeout(store.evaluate({ operation, targets, cost }), storeTimeoutMs)
+      const evaluation = callStore(() => store.evaluate({ operation, targets, cost }), storeTimeoutMs)
       if (operation === 'refund') return toDecision(rule.name, cost, targets, await evaluation)
       let decision: Decision
       try {
@@ -162,13 +170,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   return {
     rules,
+    store,
     consume: (rule, identifiers, options) => decide('consume', rule, identifiers, options),
     peek: (rule, identifiers, options) => decide('peek', rule, identifiers, options),
     refund: (rule, identifiers, options) => decide('refund', rule, identifiers, options),
     reset: (rule, identifiers) =>
-      track(async () =>
-        withTimeout(store.reset(targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))), defaults.storeTimeoutMs),
-      ),
+      track(async () => {
+        const targets = targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))
+        return callStore(() => store.reset(targets), defaults.storeTimeoutMs)
+      }),
     close() {
       closing ??= Promise.allSettled([...inFlight]).then(() => store.close())
       return closing
@@ -236,23 +246,6 @@ function decisionOptionsOf(options: unknown, defaults: ResolvedDecisionOptions):
         ? defaults.storeTimeoutMs
         : storeTimeoutOf(storeTimeoutMs, TollgateArgumentError, 'decision option storeTimeoutMs'),
   }
-}
-
-function storeErrorPolicyOf(value: unknown, Failure: new (message: string) => Error, what: string): StoreErrorPolicy {
-  if (!STORE_ERROR_POLICIES.includes(value as StoreErrorPolicy)) {
-    throw new Failure(
-      `${what} must be ${STORE_ERROR_POLICIES.map((p) => `'${p}'`).join(' or ')}, got ${describeValue(value)}`,
-    )
-  }
-  return value as StoreErrorPolicy
-}
-
-/** Past about a minute a "bounded" wait bounds nothing, and setTimeout's 32-bit limit is far beyond. */
-function storeTimeoutOf(value: unknown, Failure: new (message: string) => Error, what: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 60_000) {
-    throw new Failure(`${what} must be an integer number of milliseconds from 1 to 60000, got ${describeValue(value)}`)
-  }
-  return value
 }
 
 function targetsOf(rule: Rule, identifiers: readonly string[]): StoreTarget[] {

@@ -1,5 +1,5 @@
 import type { Decision } from './decision.js'
-import { TollgateError } from './errors.js'
+import { describeValue, TollgateError } from './errors.js'
 
 /**
  * What a decision answers when the store fails or does not answer within its bound:
@@ -8,6 +8,47 @@ import { TollgateError } from './errors.js'
 export type StoreErrorPolicy = 'allow' | 'deny'
 
 export const STORE_ERROR_POLICIES: readonly StoreErrorPolicy[] = ['allow', 'deny']
+
+export function storeErrorPolicyOf(
+  value: unknown,
+  Failure: new (message: string) => Error,
+  what: string,
+): StoreErrorPolicy {
+  if (!STORE_ERROR_POLICIES.includes(value as StoreErrorPolicy)) {
+    throw new Failure(
+      `${what} must be ${STORE_ERROR_POLICIES.map((p) => `'${p}'`).join(' or ')}, got ${describeValue(value)}`,
+    )
+  }
+  return value as StoreErrorPolicy
+}
+
+/** Past about a minute a "bounded" wait bounds nothing. */
+export function storeTimeoutOf(value: unknown, Failure: new (message: string) => Error, what: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 60_000) {
+    throw new Failure(`${what} must be an integer number of milliseconds from 1 to 60000, got ${describeValue(value)}`)
+  }
+  return value
+}
+
+/** Any store failure as a Tollgate error with code TG_STORE, the original kept as `cause`. */
+export function asStoreError(cause: unknown): TollgateError {
+  if (cause instanceof TollgateError && cause.code === 'TG_STORE') return cause
+  return new TollgateError('TG_STORE', `the store failed: ${(cause as Error)?.message ?? String(cause)}`, { cause })
+}
+
+/**
+ * Calls the store and bounds the wait. A custom store that throws instead of rejecting is
+ * treated the same, and every failure comes out as TG_STORE.
+ */
+export function callStore<T>(call: () => Promise<T>, timeoutMs: number): Promise<T> {
+  let work: Promise<T>
+  try {
+    work = call()
+  } catch (error) {
+    return Promise.reject(asStoreError(error))
+  }
+  return withTimeout(work, timeoutMs).catch((error: unknown) => Promise.reject(asStoreError(error)))
+}
 
 /** How long a refused-for-failure client is asked to wait: about the time a store takes to come back from a blip. */
 const RETRY_AFTER_STORE_ERROR_MS = 1_000
@@ -37,10 +78,7 @@ export function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> 
 }
 
 export function storeFailureDecision(rule: string, cost: number, policy: StoreErrorPolicy, cause: unknown): Decision {
-  const error =
-    cause instanceof TollgateError
-      ? cause
-      : new TollgateError('TG_STORE', `the store failed: ${(cause as Error)?.message ?? String(cause)}`, { cause })
+  const error = asStoreError(cause)
   const allowed = policy === 'allow'
   return {
     allowed,

@@ -313,10 +313,7 @@ describe('rule names that are object keys', () => {
     expect(Object.keys(rules)).toEqual(['constructor', 'toString'])
   })
 
-  // BUG: loadRules collects rules with `rules[name] = …` on a plain `{}`, so a rule named
-  // '__proto__' replaces the object's prototype instead of becoming a rule; createLimiter then
-  // refuses the whole result as "not an object mapping rule names to rules".
-  // createLimiter({ rules: JSON.parse('{"__proto__": …}') }) accepts the same name.
+  // Regression: a rule named '__proto__' set the prototype of a plain {} and vanished.
   it("keeps a rule named '__proto__'", () => {
     const rules = loadRules('limits:\n  - name: __proto__\n    config: [{ limit: 1, period: 3 }]\n')
     expect(Object.keys(rules)).toEqual(['__proto__'])

@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto'
+import { createHmac } from 'node:crypto'
 import type { Decision, WindowState } from '../decision.js'
 import { policyName } from './policy-name.js'
+import { retryAfterSeconds } from './retry-after.js'
 
 /**
  * - `draft-10`: `RateLimit-Policy` and `RateLimit`, one Structured Field list item per window
@@ -24,8 +25,12 @@ export interface HeaderOptions {
   format: HeadersFormat
   /** Sent as draft-10 `qu` unless it is the draft's default, `request`. */
   quotaUnit: QuotaUnit
-  /** Adds draft-10 `pk`: a digest of the identifier, so clients can tell partitions apart without learning them. */
-  partitionKey: boolean
+  /**
+   * Adds draft-10 `pk` to `RateLimit` items: an HMAC of the identifier under this secret, so
+   * clients can tell partitions apart without learning them (an unkeyed digest of an IPv4 address
+   * is reversed by trying all 2^32). Undefined: no `pk`.
+   */
+  partitionKeySecret: string | undefined
 }
 
 /** One window per rule and period: the identifier whose window is tightest speaks for all. */
@@ -70,8 +75,8 @@ function sfString(value: string): string {
   return `"${value.replace(/[\\"]/g, '\\$&')}"`
 }
 
-function partitionKey(identifier: string): string {
-  return `:${createHash('sha256').update(identifier, 'utf16le').digest().subarray(0, 12).toString('base64')}:`
+function partitionKey(secret: string, identifier: string): string {
+  return `:${createHmac('sha256', secret).update(identifier, 'utf16le').digest().subarray(0, 12).toString('base64')}:`
 }
 
 /**
@@ -81,21 +86,20 @@ function partitionKey(identifier: string): string {
  */
 export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Record<string, string> {
   const headers: Record<string, string> = {}
-  const refused = decision.reason === 'limited' || decision.reason === 'store-error-denied'
-  if (refused && Number.isFinite(decision.retryAfterMs)) {
-    headers['Retry-After'] = String(Math.max(1, seconds(decision.retryAfterMs)))
-  }
+  const retryAfter = retryAfterSeconds(decision)
+  if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter)
   const windows = tightestPerPolicy(decision.windows)
   if (windows.length === 0) return headers
   const reset = (window: WindowState) => seconds(window.resetAtMs - decision.nowMs)
 
   if (options.format === 'draft-10') {
     const unit = options.quotaUnit === 'request' ? '' : `;qu=${sfString(options.quotaUnit)}`
-    const pk = (window: WindowState) => (options.partitionKey ? `;pk=${partitionKey(window.identifier)}` : '')
+    const secret = options.partitionKeySecret
+    // Only on RateLimit: the tightest identifier changes between responses, and the policy field should not.
+    const pk = (window: WindowState) => (secret === undefined ? '' : `;pk=${partitionKey(secret, window.identifier)}`)
     headers['RateLimit-Policy'] = windows
       .map(
-        (w) =>
-          `${sfString(policyName(w.rule, w.periodMs))};q=${w.limit};w=${Math.max(1, seconds(w.periodMs))}${unit}${pk(w)}`,
+        (w) => `${sfString(policyName(w.rule, w.periodMs))};q=${w.limit};w=${Math.max(1, seconds(w.periodMs))}${unit}`,
       )
       .join(', ')
     headers.RateLimit = windows

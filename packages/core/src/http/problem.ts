@@ -1,6 +1,7 @@
 import type { Decision } from '../decision.js'
 import { tightestPerPolicy } from './headers.js'
 import { policyName } from './policy-name.js'
+import { retryAfterSeconds } from './retry-after.js'
 
 /** An RFC 9457 problem details object. */
 export type ProblemDetails = Record<string, unknown> & { type: string; title: string; status: number }
@@ -10,17 +11,16 @@ const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-ex
 /** The 429 body: the ratelimit draft's `quota-exceeded` type, naming the refusing windows. */
 export function quotaExceededProblem(decision: Decision): ProblemDetails {
   const violated = tightestPerPolicy(decision.windows).filter((w) => w.failed)
-  const retryAfter = Number.isFinite(decision.retryAfterMs)
-    ? Math.max(1, Math.ceil(decision.retryAfterMs / 1000))
-    : null
+  const names = (windows: typeof violated) => windows.map((w) => policyName(w.rule, w.periodMs)).join(', ')
+  const retryAfter = retryAfterSeconds(decision) ?? null
   return {
     type: QUOTA_EXCEEDED,
     title: 'Request cannot be satisfied as assigned quota has been exceeded',
     status: 429,
     detail:
       retryAfter === null
-        ? `This request costs ${decision.cost}, more than ${violated.map((w) => policyName(w.rule, w.periodMs)).join(', ')} can ever admit.`
-        : `Quota exceeded for ${violated.map((w) => policyName(w.rule, w.periodMs)).join(', ')}; retry in ${retryAfter} s.`,
+        ? `This request costs ${decision.cost}, more than ${names(violated.filter((w) => w.limit < decision.cost))} can ever admit.`
+        : `Quota exceeded for ${names(violated)}; retry in ${retryAfter} s.`,
     'violated-policies': violated.map((w) => policyName(w.rule, w.periodMs)),
     'retry-after': retryAfter,
   }
@@ -33,6 +33,6 @@ export function storeUnavailableProblem(decision: Decision): ProblemDetails {
     title: 'Service Unavailable',
     status: 503,
     detail: 'The rate limiter cannot reach its store, and this route refuses requests it cannot count.',
-    'retry-after': Math.max(1, Math.ceil(decision.retryAfterMs / 1000)),
+    'retry-after': retryAfterSeconds(decision) ?? null,
   }
 }

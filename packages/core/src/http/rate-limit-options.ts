@@ -49,13 +49,18 @@ export interface RateLimitOptions<Req> {
   cost?: number | ((request: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not counted and get no headers. */
   skip?: (request: Req) => MaybePromise<boolean>
-  /** Which rate limit header fields to send, or `false` for none. @default 'draft-10' */
+  /** Which rate limit header fields to send, or `false` for none (`Retry-After` is still sent on refusals). @default 'draft-10' */
   headers?: HeadersFormat | false
   /** What `cost` counts, sent as draft-10 `qu`. @default 'request' */
   quotaUnit?: QuotaUnit
-  /** Adds draft-10 `pk`, a digest of the identifier. @default false */
-  partitionKey?: boolean
-  /** Called for every refused request (and every would-be refusal in `dryRun`), before the response. */
+  /**
+   * Adds draft-10 `pk` to `RateLimit` items: a keyed digest (HMAC-SHA-256) of the identifier.
+   * `true` keys it with a secret drawn per process; give the same secret string (16+ characters)
+   * to every server so that their `pk` values agree.
+   * @default false
+   */
+  partitionKey?: boolean | string
+  /** Called for every request a limit refuses (and every would-be refusal in `dryRun`), before the response; not for 503s after a store failure. */
   onLimited?: (request: Req, decision: Decision) => MaybePromise<void>
   /** Replaces the 429 `application/problem+json` body. */
   problem?: (decision: Decision, request: Req) => MaybePromise<ProblemDetails>

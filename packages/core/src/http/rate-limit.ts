@@ -1,12 +1,15 @@
+import { randomBytes } from 'node:crypto'
 import type { Decision } from '../decision.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { ipIdentifier } from '../identifiers/ip.js'
 import { createLimiter, type Limiter } from '../limiter.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
-import { STORE_ERROR_POLICIES, type StoreErrorPolicy } from '../store-failure.js'
+import { storeErrorPolicyOf, storeTimeoutOf } from '../store-failure.js'
+import type { Store } from '../stores/store.js'
 import { HEADERS_FORMATS, type HeaderOptions, QUOTA_UNITS, rateLimitHeaders } from './headers.js'
 import { type ProblemDetails, quotaExceededProblem, storeUnavailableProblem } from './problem.js'
 import { type ClientView, RATE_LIMIT_OPTION_KEYS, type RateLimitOptions } from './rate-limit-options.js'
+import { retryAfterSeconds } from './retry-after.js'
 
 /** What the adapter tells the engine about a request, beyond the request object itself. */
 export interface RequestView {
@@ -56,7 +59,6 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
     throw new TollgateConfigError(`rate limit options must be an object, got ${describeValue(raw)}`)
   rejectUnknownKeys(raw, RATE_LIMIT_OPTION_KEYS, 'rate limit options')
   const onWarning = optionalFunction(options, 'onWarning') ?? emitWarning
-  const { limiter, rule, owned } = limiterOf(options, onWarning)
   const identify = optionalFunction(options, 'identify')
   const skip = optionalFunction(options, 'skip')
   const onLimited = optionalFunction(options, 'onLimited')
@@ -68,31 +70,26 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
     )
   }
   const ipv6Subnet = options.ipv6Subnet ?? 56
-  // Throws the option's own error now rather than on the first IPv6 request.
-  ipIdentifier('::1', { ipv6Subnet })
+  if (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128) {
+    throw new TollgateConfigError(
+      `option ipv6Subnet must be an integer from 1 to 128, got ${describeValue(ipv6Subnet)}`,
+    )
+  }
   const headerOptions = headerOptionsOf(options)
   const dryRun = options.dryRun ?? false
   if (typeof dryRun !== 'boolean')
     throw new TollgateConfigError(`option dryRun must be a boolean, got ${describeValue(dryRun)}`)
-  const onStoreError = options.onStoreError
-  if (onStoreError !== undefined && !STORE_ERROR_POLICIES.includes(onStoreError)) {
-    throw new TollgateConfigError(`option onStoreError must be 'allow' or 'deny', got ${describeValue(onStoreError)}`)
-  }
-  const storeTimeoutMs = options.storeTimeoutMs
-  // The limiter checks the bound's range on each call; checking it here fails at construction instead.
-  if (
-    storeTimeoutMs !== undefined &&
-    (!Number.isInteger(storeTimeoutMs) || storeTimeoutMs < 1 || storeTimeoutMs > 60_000)
-  ) {
-    throw new TollgateConfigError(
-      `option storeTimeoutMs must be an integer from 1 to 60000, got ${describeValue(storeTimeoutMs)}`,
-    )
-  }
   const decisionDefaults = {
     dryRun,
-    ...(onStoreError ? { onStoreError: onStoreError as StoreErrorPolicy } : {}),
-    ...(storeTimeoutMs ? { storeTimeoutMs } : {}),
+    ...(options.onStoreError === undefined
+      ? {}
+      : { onStoreError: storeErrorPolicyOf(options.onStoreError, TollgateConfigError, 'option onStoreError') }),
+    ...(options.storeTimeoutMs === undefined
+      ? {}
+      : { storeTimeoutMs: storeTimeoutOf(options.storeTimeoutMs, TollgateConfigError, 'option storeTimeoutMs') }),
   }
+  // Last, once every other option is known good: it may start a store's timers.
+  const { limiter, rule, owned } = limiterOf(options, onWarning)
   let warnedAboutProxy = false
   let warnedAboutAddress = false
 
@@ -123,16 +120,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
       const identifiers = identify ? await identify(request, client) : (client.ipIdentifier ?? 'ip:unknown')
       const units = typeof cost === 'function' ? await cost(request) : cost
       const decision = await limiter.consume(rule, identifiers, { ...decisionDefaults, cost: units })
-      const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : {}
-      if (decision.reason === 'store-error-denied') {
-        if (!headerOptions) headers['Retry-After'] = String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000)))
+      const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
+      if (decision.reason === 'store-error-denied')
         return respond(503, headers, storeUnavailableProblem(decision), decision)
-      }
       if (decision.reason === 'limited' || decision.reason === 'dry-run') await onLimited?.(request, decision)
       if (decision.allowed) return { action: 'continue', headers, decision }
-      if (!headerOptions && Number.isFinite(decision.retryAfterMs)) {
-        headers['Retry-After'] = String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000)))
-      }
       return respond(
         429,
         headers,
@@ -144,23 +136,58 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
   }
 }
 
-const LIMITER_SOURCES = ['limiter', 'rules', 'windows', 'algorithm', 'rule'] as const
+const LIMITER_SOURCES = ['limiter', 'rules', 'windows', 'algorithm', 'rule', 'store'] as const
 
 /**
  * The engine for one route of an app whose limit is `base`: the route's options override the
- * app's. A route naming only a `rule` decides with the app's limiter; a route with its own
- * `windows` gets a limiter of its own on the app's store.
+ * app's. A route naming only a `rule` decides with the app's limiter; a route with `windows` or
+ * `rules` of its own gets a limiter of its own on the app's store (shared, never closed by the
+ * route). `routeId` names a route's inline windows, e.g. `POST /upload`, so that every route's
+ * keys differ and stay the same across restarts. When the app limits no route by itself, `base`
+ * may be its options rather than an engine; each route then brings its own rule.
  */
-export function createRouteRateLimit<Req>(base: RateLimit<Req>, route: Partial<RateLimitOptions<Req>>): RateLimit<Req> {
+export function createRouteRateLimit<Req>(
+  base: RateLimit<Req> | Partial<RateLimitOptions<Req>>,
+  route: Partial<RateLimitOptions<Req>>,
+  routeId?: string,
+): RateLimit<Req> {
   const raw: unknown = route
   if (!isPlainObject(raw))
-    throw new TollgateConfigError(`route rate limit options must be an object or false, got ${describeValue(raw)}`)
+    throw new TollgateConfigError(`route rate limit options must be an object, got ${describeValue(raw)}`)
   rejectUnknownKeys(raw, RATE_LIMIT_OPTION_KEYS, 'route rate limit options')
-  const inherited: Partial<RateLimitOptions<Req>> = { ...base.options }
+  const engine = isEngine(base) ? base : undefined
+  const inherited: Partial<RateLimitOptions<Req>> = { ...(engine ? engine.options : base) }
   for (const key of LIMITER_SOURCES) delete inherited[key]
-  if (route.windows || route.rules || route.limiter) return createRateLimit({ ...inherited, ...route })
-  delete inherited.store
-  return createRateLimit({ ...inherited, limiter: base.limiter, rule: base.rule, ...route })
+  if (route.limiter) return createRateLimit({ ...inherited, ...route })
+  if (route.windows || route.rules || !engine) {
+    const rule = route.rule ?? (route.windows ? routeId : undefined)
+    if (route.windows && rule === undefined) {
+      throw new TollgateConfigError(
+        'a route with windows of its own needs option rule: a name that keeps its keys apart from other routes',
+      )
+    }
+    const store = engine ? engine.limiter.store : (base as Partial<RateLimitOptions<Req>>).store
+    return createRateLimit({ ...inherited, ...(store ? { store: sharedStore(store) } : {}), ...route, rule })
+  }
+  return createRateLimit({ ...inherited, limiter: engine.limiter, rule: engine.rule, ...route })
+}
+
+function isEngine<Req>(base: RateLimit<Req> | Partial<RateLimitOptions<Req>>): base is RateLimit<Req> {
+  return typeof (base as RateLimit<Req>).check === 'function'
+}
+
+/** The app's store for a route's own limiter: closing the route must not close the app's store. */
+function sharedStore(store: Store): Store {
+  return {
+    evaluate: (request) => store.evaluate(request),
+    reset: (targets) => store.reset(targets),
+    close: () => Promise.resolve(),
+  }
+}
+
+function retryAfterOnly(decision: Decision): Record<string, string> {
+  const seconds = retryAfterSeconds(decision)
+  return seconds === undefined ? {} : { 'Retry-After': String(seconds) }
 }
 
 function respond(
@@ -223,6 +250,9 @@ function ruleIn(limiter: Limiter, rule: string | undefined): string {
   return rule
 }
 
+/** Per process unless the app sets one: `pk` values then differ between servers, but never reveal identifiers. */
+const PROCESS_PARTITION_SECRET = randomBytes(32).toString('base64')
+
 function headerOptionsOf<Req>(options: RateLimitOptions<Req>): HeaderOptions | undefined {
   const { headers = 'draft-10', quotaUnit = 'request', partitionKey = false } = options
   if (headers !== false && !HEADERS_FORMATS.includes(headers)) {
@@ -235,10 +265,13 @@ function headerOptionsOf<Req>(options: RateLimitOptions<Req>): HeaderOptions | u
       `option quotaUnit must be ${QUOTA_UNITS.map((u) => `'${u}'`).join(', ')}, got ${describeValue(quotaUnit)}`,
     )
   }
-  if (typeof partitionKey !== 'boolean') {
-    throw new TollgateConfigError(`option partitionKey must be a boolean, got ${describeValue(partitionKey)}`)
+  if (typeof partitionKey !== 'boolean' && (typeof partitionKey !== 'string' || partitionKey.length < 16)) {
+    throw new TollgateConfigError(
+      `option partitionKey must be a boolean or a secret of at least 16 characters, got ${describeValue(partitionKey)}`,
+    )
   }
-  return headers === false ? undefined : { format: headers, quotaUnit, partitionKey }
+  const partitionKeySecret = partitionKey === true ? PROCESS_PARTITION_SECRET : partitionKey || undefined
+  return headers === false ? undefined : { format: headers, quotaUnit, partitionKeySecret }
 }
 
 function optionalFunction<Req, K extends keyof RateLimitOptions<Req>>(

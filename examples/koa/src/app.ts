@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto'
+import { bodyParser } from '@koa/bodyparser'
+import Router from '@koa/router'
+import { byIpAndUser, type ClientView, type Limiter, userIdentifier } from '@tollgate/core'
+import { rateLimit } from '@tollgate/koa'
+import Koa, { type Context, type Next } from 'koa'
+
+export interface AppOptions {
+  /** Made from `rules.yaml`; the app never closes it. */
+  limiter: Limiter
+}
+
+export function createApp({ limiter }: AppOptions): Koa {
+  const app = new Koa()
+  const router = new Router()
+
+  router.get('/health', (ctx) => {
+    ctx.body = { ok: true }
+  })
+
+  router.post(
+    '/login',
+    // Parsed before the limiter, which reads the username from the body.
+    bodyParser({ enableTypes: ['json'] }),
+    rateLimit({ limiter, rule: 'auth.createToken', identify: byIpAndUser(usernameOf) }),
+    (ctx) => {
+      // A real app checks the password here; every attempt has been counted, right or wrong.
+      ctx.body = { token: `fake-${usernameOf(ctx) ?? 'anonymous'}-${randomUUID()}` }
+    },
+  )
+
+  router.get('/api/items', rateLimit({ limiter, rule: 'api.read', identify: userOrAddress }), (ctx) => {
+    ctx.body = { items: [{ id: 1, name: 'first' }] }
+  })
+
+  router.post(
+    '/upload',
+    rateLimit({
+      limiter,
+      rule: 'upload.bytes',
+      identify: userOrAddress,
+      cost: contentLength,
+      quotaUnit: 'content-bytes',
+    }),
+    async (ctx) => {
+      let received = 0
+      for await (const chunk of ctx.req) received += (chunk as Buffer).length
+      ctx.body = { received }
+    },
+  )
+
+  app.use(renderProblems)
+  app.use(router.routes())
+  app.use(router.allowedMethods())
+  return app
+}
+
+// The limiter throws its refusals as HttpErrors carrying their headers and problem details (RFC
+// 9457); this answers them as application/problem+json and leaves every other error to Koa.
+async function renderProblems(ctx: Context, next: Next) {
+  try {
+    await next()
+  } catch (error) {
+    const { status, headers, problem } = (error ?? {}) as {
+      status?: number
+      headers?: Record<string, string>
+      problem?: object
+    }
+    if (!status || !problem) throw error
+    ctx.status = status
+    ctx.set(headers ?? {})
+    ctx.body = problem
+    ctx.type = 'application/problem+json'
+  }
+}
+
+// A username that is not a string (an object, a float) would make an invalid identifier.
+function usernameOf(ctx: Context): string | undefined {
+  const body = ctx.request.body as { username?: unknown } | undefined
+  return typeof body?.username === 'string' ? body.username : undefined
+}
+
+// The header stands in for a real session or token: anyone can send it.
+function userOrAddress(ctx: Context, client: ClientView): string {
+  const id = ctx.get('x-user-id')
+  return id ? userIdentifier(id) : (client.ipIdentifier ?? 'ip:unknown')
+}
+
+// A chunked body has no Content-Length and costs 0 here: a real app caps such bodies or refuses them (411).
+function contentLength(ctx: Context): number {
+  const bytes = Number(ctx.get('content-length') || 0)
+  return Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : 0
+}

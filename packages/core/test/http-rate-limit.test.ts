@@ -1,0 +1,711 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import type { Decision } from '../src/decision.js'
+import { TollgateConfigError, TollgateError } from '../src/errors.js'
+import { byIpAndUser } from '../src/http/by-ip-and-user.js'
+import { createRateLimit, createRouteRateLimit, type RateLimit, type RequestView } from '../src/http/rate-limit.js'
+import type { ClientView, RateLimitOptions } from '../src/http/rate-limit-options.js'
+import { createLimiter, type Limiter } from '../src/limiter.js'
+import type { RulesOptions } from '../src/rules.js'
+import { MemoryStore } from '../src/stores/memory-store.js'
+import type { Store } from '../src/stores/store.js'
+
+const T = 1_763_712_000_000
+const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
+
+interface Req {
+  path?: string
+  user?: string | number | null
+  bytes?: number
+}
+
+const opened: Array<RateLimit<Req> | Limiter> = []
+
+afterEach(async () => {
+  vi.useRealTimers()
+  await Promise.all(opened.splice(0).map((closable) => closable.close()))
+})
+
+function memoryStore(): MemoryStore {
+  return new MemoryStore({ clock: () => T, sweepIntervalMs: 0 })
+}
+
+function rateLimit(options: RateLimitOptions<Req>): RateLimit<Req> {
+  const engine = createRateLimit<Req>({ onWarning: () => {}, ...options })
+  opened.push(engine)
+  return engine
+}
+
+function limiterOf(rules: RulesOptions, store: Store = memoryStore()): Limiter {
+  const limiter = createLimiter({ store, rules, onWarning: () => {} })
+  opened.push(limiter)
+  return limiter
+}
+
+function view(ip = '203.0.113.7', overrides: Partial<RequestView> = {}): RequestView {
+  return { ip, forwardedFor: undefined, proxyTrusted: false, ...overrides }
+}
+
+const NO_ADDRESS: RequestView = { ip: undefined, forwardedFor: undefined, proxyTrusted: false }
+
+function expectConfigError(build: () => unknown, ...shown: string[]): void {
+  let thrown: unknown
+  try {
+    build()
+  } catch (error) {
+    thrown = error
+  }
+  expect(thrown).toBeInstanceOf(TollgateConfigError)
+  expect(thrown).toHaveProperty('code', 'TG_CONFIG')
+  for (const text of shown) expect((thrown as Error).message).toContain(text)
+}
+
+const ONE_PER_MINUTE = [{ limit: 1, period: '1m' }] as const
+
+describe('createRateLimit: options are checked at construction', () => {
+  const windows = [{ limit: 10, period: '1m' }]
+
+  it.each<[string, Record<string, unknown>, string[]]>([
+    ['an unknown key', { windows, limt: 5 }, ["unknown option 'limt'"]],
+    ['headers draft-9', { windows, headers: 'draft-9' }, ['option headers', '"draft-9"']],
+    ['headers true', { windows, headers: true }, ['option headers', 'true']],
+    ['quotaUnit bytes', { windows, quotaUnit: 'bytes' }, ['option quotaUnit', '"bytes"']],
+    ['partitionKey y', { windows, partitionKey: 'y' }, ['option partitionKey', '"y"']],
+    ['cost -1', { windows, cost: -1 }, ['option cost', '-1']],
+    ['cost 1.5', { windows, cost: 1.5 }, ['option cost', '1.5']],
+    ['cost x', { windows, cost: 'x' }, ['option cost', '"x"']],
+    ['dryRun no', { windows, dryRun: 'no' }, ['option dryRun', '"no"']],
+    ['onStoreError maybe', { windows, onStoreError: 'maybe' }, ['option onStoreError', '"maybe"']],
+    ['storeTimeoutMs 0', { windows, storeTimeoutMs: 0 }, ['option storeTimeoutMs', 'got 0']],
+    ['storeTimeoutMs 70000', { windows, storeTimeoutMs: 70_000 }, ['option storeTimeoutMs', '70000']],
+    ['storeTimeoutMs 1.5', { windows, storeTimeoutMs: 1.5 }, ['option storeTimeoutMs', '1.5']],
+    ['ipv6Subnet 0', { windows, ipv6Subnet: 0 }, ['ipv6Subnet', 'got 0']],
+    ['ipv6Subnet 129', { windows, ipv6Subnet: 129 }, ['ipv6Subnet', '129']],
+    ['identify x', { windows, identify: 'x' }, ['option identify', '"x"']],
+    ['skip true', { windows, skip: true }, ['option skip', 'true']],
+    ['onLimited {}', { windows, onLimited: {} }, ['option onLimited', '{}']],
+    ['problem 429', { windows, problem: 429 }, ['option problem', '429']],
+    ['onWarning console', { windows, onWarning: 'console' }, ['option onWarning', '"console"']],
+    ['rule empty', { windows, rule: '' }, ['option rule', '""']],
+    ['neither limiter, rules nor windows', {}, ['need a rule']],
+    ['rules and windows', { windows, rules: { api: { windows } } }, ['rules and windows']],
+    ['algorithm without windows', { rules: { api: { windows } }, rule: 'api', algorithm: 'gcra' }, ['algorithm']],
+    ['an unknown algorithm', { windows, algorithm: 'leaky' }, ['algorithm', '"leaky"']],
+    ['rules without rule', { rules: { api: { windows } } }, ['option rule', 'api']],
+    ['a rule not in rules', { rules: { api: { windows } }, rule: 'nope' }, ['"nope"', 'api']],
+    ['a bad window', { windows: [{ limit: 0, period: '1m' }] }, ['limit', '0']],
+  ])('rejects %s', (_, options, shown) => {
+    expectConfigError(() => createRateLimit(options as RateLimitOptions<Req>), ...shown)
+  })
+
+  it('rejects options that are not an object', () => {
+    expectConfigError(() => createRateLimit(null as unknown as RateLimitOptions<Req>), 'must be an object', 'null')
+    expectConfigError(() => createRateLimit([] as unknown as RateLimitOptions<Req>), 'must be an object', '[]')
+  })
+
+  it('rejects a limiter together with rules, windows or store', () => {
+    const limiter = limiterOf({ api: { windows } })
+    expectConfigError(() => createRateLimit({ limiter, windows }), 'limiter and windows')
+    expectConfigError(() => createRateLimit({ limiter, rules: { api: { windows } }, rule: 'api' }), 'limiter and rules')
+    expectConfigError(() => createRateLimit({ limiter, rule: 'api', store: memoryStore() }), 'option store')
+  })
+
+  it("rejects a rule that is not the limiter's, naming the rules it holds", () => {
+    const limiter = limiterOf({ api: { windows }, search: { windows } })
+    expectConfigError(() => createRateLimit({ limiter, rule: 'login' }), '"login"', 'api, search')
+    expectConfigError(() => createRateLimit({ limiter }), 'option rule', 'api, search')
+  })
+
+  it('rejects a limiter that is not a Limiter', () => {
+    expectConfigError(
+      () => createRateLimit({ limiter: { rules: new Map() } as unknown as Limiter, rule: 'api' }),
+      'option limiter',
+    )
+  })
+
+  it('accepts every valid value', () => {
+    for (const headers of ['draft-10', 'draft-7', 'draft-6', 'legacy', false] as const) {
+      for (const quotaUnit of ['request', 'content-bytes', 'concurrency'] as const) {
+        rateLimit({ windows, headers, quotaUnit, partitionKey: true, cost: 0, dryRun: true, ipv6Subnet: 128 })
+      }
+    }
+    rateLimit({ windows, onStoreError: 'deny', storeTimeoutMs: 1 })
+    rateLimit({ windows, onStoreError: 'allow', storeTimeoutMs: 60_000, algorithm: 'gcra' })
+  })
+
+  // Regression: the limiter (and its sweep timer) was made before the other options were checked.
+  it('leaves no timer behind when an option is rejected', () => {
+    vi.useFakeTimers()
+    expect(() => createRateLimit({ windows, headers: 'draft-9' as 'draft-10' })).toThrow(TollgateConfigError)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+})
+
+describe('createRateLimit: check', () => {
+  it('answers an allowed request with continue and draft-10 headers', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 2, period: '1m' }] })
+    expect(limit.rule).toBe('default')
+    const verdict = await limit.check({}, view())
+    expect(verdict).toEqual({
+      action: 'continue',
+      headers: {
+        'RateLimit-Policy': '"default-60s";q=2;w=60',
+        RateLimit: '"default-60s";r=1;t=60',
+      },
+      decision: {
+        allowed: true,
+        reason: 'ok',
+        rule: 'default',
+        cost: 1,
+        retryAfterMs: 0,
+        nowMs: T,
+        windows: [
+          {
+            rule: 'default',
+            identifier: 'ip:203.0.113.7',
+            limit: 2,
+            periodMs: 60_000,
+            remaining: 1,
+            resetAtMs: T + 60_000,
+            failed: false,
+          },
+        ],
+      },
+    })
+  })
+
+  it('answers a refusal with a complete 429 problem response', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE })
+    await limit.check({}, view())
+    const verdict = await limit.check({}, view())
+    const problem = {
+      type: QUOTA_EXCEEDED,
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: 'Quota exceeded for default-60s; retry in 60 s.',
+      'violated-policies': ['default-60s'],
+      'retry-after': 60,
+    }
+    expect(verdict).toMatchObject({
+      action: 'respond',
+      status: 429,
+      contentType: 'application/problem+json',
+      headers: {
+        'Retry-After': '60',
+        'RateLimit-Policy': '"default-60s";q=1;w=60',
+        RateLimit: '"default-60s";r=0;t=60',
+      },
+      problem,
+      decision: { allowed: false, reason: 'limited', retryAfterMs: 60_000 },
+    })
+    expect(verdict.action === 'respond' && JSON.parse(verdict.body)).toEqual(problem)
+  })
+
+  it('sends Retry-After on a refusal even with headers: false, and nothing else', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, headers: false })
+    expect((await limit.check({}, view())).headers).toEqual({})
+    expect((await limit.check({}, view())).headers).toEqual({ 'Retry-After': '60' })
+  })
+
+  it('sends no Retry-After when the cost never fits', async () => {
+    for (const headers of ['draft-10', false] as const) {
+      const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 5, period: '1m' }], cost: 6, headers })
+      const verdict = await limit.check({}, view())
+      expect(verdict).toMatchObject({
+        action: 'respond',
+        status: 429,
+        problem: { 'retry-after': null, detail: 'This request costs 6, more than default-60s can ever admit.' },
+      })
+      expect(verdict.headers).not.toHaveProperty('Retry-After')
+    }
+  })
+
+  it('uses the configured header format', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 3, period: '10s' }], headers: 'legacy' })
+    expect((await limit.check({}, view())).headers).toEqual({
+      'X-RateLimit-Limit': '3',
+      'X-RateLimit-Remaining': '2',
+      'X-RateLimit-Reset': String((T + 10_000) / 1000),
+    })
+  })
+
+  it('passes quotaUnit and partitionKey to the headers', async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: [{ limit: 1_000, period: '1m' }],
+      quotaUnit: 'content-bytes',
+      partitionKey: true,
+    })
+    const { headers } = await limit.check({}, view())
+    expect(headers['RateLimit-Policy']).toBe('"default-60s";q=1000;w=60;qu="content-bytes"')
+    expect(headers.RateLimit).toMatch(/^"default-60s";r=999;t=60;pk=:[A-Za-z0-9+/]{16}:$/)
+  })
+
+  it('keys pk with the secret it is given, the same on every server', async () => {
+    const secret = 'one secret for all servers'
+    const pkOf = async () =>
+      (
+        await rateLimit({ store: memoryStore(), windows: [{ limit: 9, period: '1m' }], partitionKey: secret }).check(
+          {},
+          view(),
+        )
+      ).headers.RateLimit
+    expect(await pkOf()).toBe(await pkOf())
+    expect(() =>
+      rateLimit({ store: memoryStore(), windows: [{ limit: 9, period: '1m' }], partitionKey: 'short' }),
+    ).toThrow(/partitionKey must be a boolean or a secret of at least 16 characters, got "short"/)
+  })
+
+  it('skips: continue, no headers, no decision, nothing charged', async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: ONE_PER_MINUTE,
+      skip: (req) => req.path === '/health',
+    })
+    expect(await limit.check({ path: '/health' }, view())).toEqual({
+      action: 'continue',
+      headers: {},
+      decision: undefined,
+    })
+    expect(await limit.check({ path: '/health' }, view())).toEqual({
+      action: 'continue',
+      headers: {},
+      decision: undefined,
+    })
+    const counted = await limit.check({ path: '/' }, view())
+    expect(counted.action).toBe('continue')
+    expect(counted.decision?.windows[0]?.remaining).toBe(0)
+  })
+
+  it('awaits an async skip', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, skip: async () => true })
+    expect((await limit.check({}, view())).decision).toBeUndefined()
+    expect((await limit.limiter.peek(limit.rule, 'ip:203.0.113.7')).windows[0]?.remaining).toBe(1)
+  })
+})
+
+describe('createRateLimit: identity', () => {
+  async function identifierOf(limit: RateLimit<Req>, ip: string | undefined): Promise<string | undefined> {
+    return (await limit.check({}, ip === undefined ? NO_ADDRESS : view(ip))).decision?.windows[0]?.identifier
+  }
+
+  it('counts IPv4 and IPv4-mapped IPv6 as the same client', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE })
+    expect(await identifierOf(limit, '203.0.113.7')).toBe('ip:203.0.113.7')
+    expect(await identifierOf(limit, '::ffff:203.0.113.7')).toBe('ip:203.0.113.7')
+    expect((await limit.check({}, view('::ffff:203.0.113.7'))).action).toBe('respond')
+  })
+
+  it('groups IPv6 clients by /56', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE })
+    expect(await identifierOf(limit, '2001:db8:1234:56ab::1')).toBe('ip:2001:db8:1234:5600::/56')
+    const sameSubnet = await limit.check({}, view('2001:db8:1234:56ff:ffff::2'))
+    expect(sameSubnet.action).toBe('respond')
+    expect(await identifierOf(limit, '2001:db8:1234:5700::1')).toBe('ip:2001:db8:1234:5700::/56')
+  })
+
+  it('honours ipv6Subnet', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, ipv6Subnet: 64 })
+    expect(await identifierOf(limit, '2001:db8:1234:56ab::1')).toBe('ip:2001:db8:1234:56ab::/64')
+    expect(await identifierOf(limit, '2001:db8:1234:56ac::1')).toBe('ip:2001:db8:1234:56ac::/64')
+  })
+
+  it('counts requests without an address as ip:unknown and warns once', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 5, period: '1m' }], onWarning })
+    expect(await identifierOf(limit, undefined)).toBe('ip:unknown')
+    expect(await identifierOf(limit, '')).toBe('ip:unknown')
+    expect(await identifierOf(limit, undefined)).toBe('ip:unknown')
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('ip:unknown'), 'TG_NO_CLIENT_ADDRESS')
+  })
+
+  it('warns once when X-Forwarded-For arrives while no proxy is trusted', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 5, period: '1m' }], onWarning })
+    await limit.check({}, view('10.0.0.1', { forwardedFor: '198.51.100.1' }))
+    await limit.check({}, view('10.0.0.1', { forwardedFor: ['198.51.100.2', '198.51.100.3'] }))
+    await limit.check({}, view('10.0.0.1', { forwardedFor: '' }))
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('X-Forwarded-For'), 'TG_UNTRUSTED_FORWARDED_FOR')
+  })
+
+  it('does not warn about X-Forwarded-For behind a trusted proxy, or without one', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 5, period: '1m' }], onWarning })
+    await limit.check({}, view('198.51.100.1', { forwardedFor: '198.51.100.1', proxyTrusted: true }))
+    await limit.check({}, view('198.51.100.1'))
+    expect(onWarning).not.toHaveBeenCalled()
+  })
+
+  it('emits process warnings by default', async () => {
+    const emitWarning = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    try {
+      const limit = createRateLimit<Req>({ store: memoryStore(), windows: ONE_PER_MINUTE })
+      opened.push(limit)
+      await limit.check({}, NO_ADDRESS)
+      expect(emitWarning).toHaveBeenCalledWith(expect.stringContaining('ip:unknown'), { code: 'TG_NO_CLIENT_ADDRESS' })
+    } finally {
+      emitWarning.mockRestore()
+    }
+  })
+
+  it('passes identify the request and the client view, and charges every identifier it returns', async () => {
+    const identify = vi.fn((req: Req, client: ClientView) => [client.ipIdentifier as string, `user:${req.user}`])
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, identify })
+    const verdict = await limit.check({ user: 'alice' }, view('::ffff:203.0.113.7'))
+    expect(identify).toHaveBeenCalledWith(
+      { user: 'alice' },
+      { ip: '::ffff:203.0.113.7', ipIdentifier: 'ip:203.0.113.7' },
+    )
+    expect(verdict.decision?.windows.map((w) => [w.identifier, w.remaining])).toEqual([
+      ['ip:203.0.113.7', 0],
+      ['user:alice', 0],
+    ])
+  })
+
+  it('does not warn about a missing address when identify decides', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, identify: () => 'key:1', onWarning })
+    await limit.check({}, NO_ADDRESS)
+    expect(onWarning).not.toHaveBeenCalled()
+  })
+
+  it('rejects when identify throws, without charging', async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: ONE_PER_MINUTE,
+      identify: () => {
+        throw new Error('no session')
+      },
+    })
+    await expect(limit.check({}, view())).rejects.toThrow('no session')
+  })
+})
+
+describe('createRateLimit: cost', () => {
+  it('charges a fixed cost', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 10, period: '1m' }], cost: 4 })
+    expect((await limit.check({}, view())).headers.RateLimit).toBe('"default-60s";r=6;t=60')
+  })
+
+  it('charges cost 0 without counting', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, cost: 0 })
+    await limit.check({}, view())
+    expect((await limit.check({}, view())).headers.RateLimit).toBe('"default-60s";r=1;t=0')
+  })
+
+  it('charges what a cost function returns', async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: [{ limit: 100, period: '1m' }],
+      cost: (req) => req.bytes ?? 0,
+    })
+    expect((await limit.check({ bytes: 60 }, view())).headers.RateLimit).toBe('"default-60s";r=40;t=60')
+    const refused = await limit.check({ bytes: 41 }, view())
+    expect(refused).toMatchObject({ action: 'respond', status: 429, decision: { cost: 41 } })
+  })
+
+  it('awaits an async cost function', async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: [{ limit: 100, period: '1m' }],
+      cost: async (req) => req.bytes ?? 0,
+    })
+    const verdict = await limit.check({ bytes: 25 }, view())
+    expect(verdict.decision).toMatchObject({ cost: 25, windows: [{ remaining: 75 }] })
+  })
+
+  it('rejects a cost function that returns an unusable cost', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, cost: () => -1 })
+    await expect(limit.check({}, view())).rejects.toMatchObject({ code: 'TG_INVALID_ARGUMENT' })
+  })
+})
+
+describe('createRateLimit: dryRun, onLimited and problem', () => {
+  it('dryRun lets a would-be refusal through, reports r=0 and calls onLimited with dry-run', async () => {
+    const onLimited = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, dryRun: true, onLimited })
+    await limit.check({}, view())
+    expect(onLimited).not.toHaveBeenCalled()
+    const verdict = await limit.check({ path: '/x' }, view())
+    expect(verdict).toMatchObject({
+      action: 'continue',
+      headers: { 'RateLimit-Policy': '"default-60s";q=1;w=60', RateLimit: '"default-60s";r=0;t=60' },
+      decision: { allowed: true, reason: 'dry-run', windows: [{ failed: true, remaining: 0 }] },
+    })
+    expect(verdict.headers).not.toHaveProperty('Retry-After')
+    expect(onLimited).toHaveBeenCalledTimes(1)
+    expect(onLimited).toHaveBeenCalledWith({ path: '/x' }, verdict.decision)
+  })
+
+  it('calls onLimited, awaited, for every refusal and never for a pass', async () => {
+    const seen: Array<[Req, Decision['reason']]> = []
+    const onLimited = vi.fn(async (req: Req, decision: Decision) => {
+      await Promise.resolve()
+      seen.push([req, decision.reason])
+    })
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, onLimited })
+    await limit.check({ path: '/a' }, view())
+    await limit.check({ path: '/b' }, view())
+    await limit.check({ path: '/c' }, view())
+    expect(seen).toEqual([
+      [{ path: '/b' }, 'limited'],
+      [{ path: '/c' }, 'limited'],
+    ])
+  })
+
+  it('sends a custom problem body, built from the decision and the request', async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: ONE_PER_MINUTE,
+      problem: async (decision, req) => ({
+        type: 'https://example.com/problems/slow-down',
+        title: 'Slow down',
+        status: 429,
+        instance: req.path,
+        retryInMs: decision.retryAfterMs,
+      }),
+    })
+    await limit.check({ path: '/orders' }, view())
+    const verdict = await limit.check({ path: '/orders' }, view())
+    const problem = {
+      type: 'https://example.com/problems/slow-down',
+      title: 'Slow down',
+      status: 429,
+      instance: '/orders',
+      retryInMs: 60_000,
+    }
+    expect(verdict).toMatchObject({ action: 'respond', status: 429, contentType: 'application/problem+json', problem })
+    expect(verdict.action === 'respond' && verdict.body).toBe(JSON.stringify(problem))
+    expect(verdict.headers['Retry-After']).toBe('60')
+  })
+})
+
+describe('createRateLimit: store failure', () => {
+  const failing: Store = {
+    evaluate: () => Promise.reject(new Error('connection refused')),
+    reset: () => Promise.reject(new Error('connection refused')),
+    close: () => Promise.resolve(),
+  }
+
+  it('fails open by default: continue, no headers', async () => {
+    const limit = rateLimit({ store: failing, windows: ONE_PER_MINUTE })
+    expect(await limit.check({}, view())).toMatchObject({
+      action: 'continue',
+      headers: {},
+      decision: { allowed: true, reason: 'store-error-allowed', windows: [] },
+    })
+  })
+
+  it("answers 503 with Retry-After when the policy is 'deny', without calling onLimited", async () => {
+    const onLimited = vi.fn()
+    for (const headers of ['draft-10', 'legacy', false] as const) {
+      const limit = rateLimit({ store: failing, windows: ONE_PER_MINUTE, onStoreError: 'deny', headers, onLimited })
+      const verdict = await limit.check({}, view())
+      expect(verdict).toMatchObject({
+        action: 'respond',
+        status: 503,
+        contentType: 'application/problem+json',
+        headers: { 'Retry-After': '1' },
+        problem: { type: 'about:blank', status: 503, 'retry-after': 1 },
+        decision: { allowed: false, reason: 'store-error-denied', retryAfterMs: 1_000 },
+      })
+      expect(Object.keys(verdict.headers)).toEqual(['Retry-After'])
+    }
+    expect(onLimited).not.toHaveBeenCalled()
+  })
+
+  it("overrides a passed-in limiter's policy", async () => {
+    const limiter = limiterOf({ api: { windows: ONE_PER_MINUTE } }, failing)
+    const limit = rateLimit({ limiter, rule: 'api', onStoreError: 'deny' })
+    expect(await limit.check({}, view())).toMatchObject({ action: 'respond', status: 503 })
+  })
+
+  it('bounds the wait for the store with storeTimeoutMs', async () => {
+    vi.useFakeTimers()
+    const silent: Store = { evaluate: () => new Promise(() => {}), reset: async () => {}, close: async () => {} }
+    const limit = rateLimit({ store: silent, windows: ONE_PER_MINUTE, storeTimeoutMs: 20 })
+    const verdict = limit.check({}, view())
+    await vi.advanceTimersByTimeAsync(20)
+    expect(await verdict).toMatchObject({
+      action: 'continue',
+      decision: { reason: 'store-error-allowed', error: { code: 'TG_STORE' } },
+    })
+  })
+})
+
+describe('createRateLimit: close', () => {
+  it('closes a limiter it made', async () => {
+    const limit = createRateLimit<Req>({ store: memoryStore(), windows: ONE_PER_MINUTE })
+    await limit.close()
+    await expect(limit.limiter.consume('default', 'ip:203.0.113.7')).rejects.toMatchObject({ code: 'TG_CLOSED' })
+    await expect(limit.check({}, view())).rejects.toBeInstanceOf(TollgateError)
+  })
+
+  it('closes the store of a limiter it made', async () => {
+    const store = memoryStore()
+    const close = vi.spyOn(store, 'close')
+    await createRateLimit<Req>({ store, windows: ONE_PER_MINUTE }).close()
+    expect(close).toHaveBeenCalledTimes(1)
+  })
+
+  it('leaves a passed-in limiter open', async () => {
+    const limiter = limiterOf({ api: { windows: [{ limit: 5, period: '1m' }] } })
+    const limit = createRateLimit<Req>({ limiter, rule: 'api' })
+    expect(limit.limiter).toBe(limiter)
+    await limit.close()
+    expect(await limiter.consume('api', 'ip:203.0.113.7')).toMatchObject({ allowed: true, reason: 'ok' })
+  })
+})
+
+describe('createRouteRateLimit', () => {
+  const rules: RulesOptions = {
+    api: { windows: [{ limit: 3, period: '1m' }] },
+    search: { windows: [{ limit: 10, period: '1m' }], parent: 'api' },
+  }
+
+  function route(
+    base: RateLimit<Req>,
+    options: Partial<RateLimitOptions<Req>>,
+    routeId = 'POST /upload',
+  ): RateLimit<Req> {
+    const engine = createRouteRateLimit(base, options, routeId)
+    opened.push(engine)
+    return engine
+  }
+
+  it("decides a route naming only a rule with the app's limiter, sharing its state", async () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    const search = route(base, { rule: 'search' })
+    expect(search.limiter).toBe(base.limiter)
+    expect(search.rule).toBe('search')
+    expect((await search.check({}, view())).headers.RateLimit).toBe('"search-60s";r=9;t=60, "api-60s";r=2;t=60')
+    await search.check({}, view())
+    expect((await base.check({}, view())).headers.RateLimit).toBe('"api-60s";r=0;t=60')
+    expect(await search.check({}, view())).toMatchObject({ action: 'respond', status: 429 })
+  })
+
+  it("does not close the app's limiter when a route sharing it closes", async () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    await createRouteRateLimit(base, { rule: 'search' }).close()
+    expect((await base.check({}, view())).action).toBe('continue')
+  })
+
+  it('asks a route with windows of its own for a name when it has no route id', () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    expect(() => createRouteRateLimit(base, { windows: [{ limit: 2, period: '10s' }] })).toThrow(/needs option rule/)
+  })
+
+  it('gives a route with its own windows a limiter of its own', async () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    const upload = route(base, { windows: [{ limit: 2, period: '10s' }] })
+    expect(upload.limiter).not.toBe(base.limiter)
+    expect(upload.rule).toBe('POST /upload')
+    expect((await upload.check({}, view())).headers.RateLimit).toBe('"POST /upload-10s";r=1;t=10')
+    expect((await base.check({}, view())).headers.RateLimit).toBe('"api-60s";r=2;t=60')
+  })
+
+  // Regression: a route's inline windows were named 'default', like the app's, and shared their keys.
+  it("keeps a route's own windows apart from the app's inline windows on the same store", async () => {
+    const base = rateLimit({ store: memoryStore(), windows: [{ limit: 2, period: '1m' }] })
+    const upload = route(base, { windows: [{ limit: 100, period: '1m' }] })
+    await upload.check({}, view())
+    await upload.check({}, view())
+    expect((await base.check({}, view())).action).toBe('continue')
+  })
+
+  // Regression: the route's limiter owned the store it inherited and closed it.
+  it("does not close the app's store when a route with its own windows closes", async () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    const upload = createRouteRateLimit(base, { windows: [{ limit: 2, period: '10s' }] }, 'POST /upload')
+    for (let i = 0; i < 3; i++) await base.check({}, view())
+    await upload.close()
+    expect(await base.check({}, view())).toMatchObject({ action: 'respond', status: 429 })
+  })
+
+  // Regression: with a limiter passed in, a route's own windows went to a fresh MemoryStore.
+  it("puts a route's own windows on the store of the app's passed-in limiter", async () => {
+    const store = memoryStore()
+    const evaluate = vi.spyOn(store, 'evaluate')
+    const base = rateLimit({ limiter: limiterOf(rules, store), rule: 'api' })
+    const upload = route(base, { windows: [{ limit: 2, period: '10s' }] })
+    await upload.check({}, view())
+    expect(evaluate).toHaveBeenCalledTimes(1)
+  })
+
+  it("keeps the app's rule and limiter when a route overrides headers", async () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    const legacy = route(base, { headers: 'legacy' })
+    expect(legacy.limiter).toBe(base.limiter)
+    expect(legacy.rule).toBe('api')
+    expect((await legacy.check({}, view())).headers).toEqual({
+      'X-RateLimit-Limit': '3',
+      'X-RateLimit-Remaining': '2',
+      'X-RateLimit-Reset': String((T + 60_000) / 1000),
+    })
+  })
+
+  it("inherits the app's other options", async () => {
+    const onLimited = vi.fn()
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api', headers: 'draft-6', cost: 2, onLimited })
+    const search = route(base, { rule: 'search' })
+    expect((await search.check({}, view())).headers).toMatchObject({ 'RateLimit-Remaining': '1' })
+    await search.check({}, view())
+    expect(onLimited).toHaveBeenCalledTimes(1)
+  })
+
+  it('rejects unknown route keys and invalid route values', () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    expectConfigError(
+      () => createRouteRateLimit(base, { rateLimit: 5 } as Partial<RateLimitOptions<Req>>),
+      "'rateLimit'",
+    )
+    expectConfigError(() => createRouteRateLimit(base, { rule: 'nope' }), '"nope"')
+    expectConfigError(() => createRouteRateLimit(base, { headers: 'draft-9' as 'draft-10' }), '"draft-9"')
+    expectConfigError(
+      () => createRouteRateLimit(base, 'x' as unknown as Partial<RateLimitOptions<Req>>),
+      'route rate limit options',
+    )
+  })
+})
+
+describe('byIpAndUser', () => {
+  const client: ClientView = { ip: '203.0.113.7', ipIdentifier: 'ip:203.0.113.7' }
+
+  it('counts the address and the user', async () => {
+    const identify = byIpAndUser((req: Req) => req.user)
+    expect(await identify({ user: 'alice' }, client)).toEqual(['ip:203.0.113.7', 'user:alice'])
+    expect(await identify({ user: 42 }, client)).toEqual(['ip:203.0.113.7', 'user:42'])
+  })
+
+  it.each([undefined, null, ''])('counts the address alone when the user is %j', async (user) => {
+    expect(await byIpAndUser((req: Req) => req.user)({ user }, client)).toEqual(['ip:203.0.113.7'])
+  })
+
+  it('awaits an async userOf', async () => {
+    const identify = byIpAndUser(async (req: Req) => req.user)
+    expect(await identify({ user: 'bob' }, client)).toEqual(['ip:203.0.113.7', 'user:bob'])
+    expect(await identify({}, client)).toEqual(['ip:203.0.113.7'])
+  })
+
+  it('uses ip:unknown without an address', async () => {
+    const identify = byIpAndUser((req: Req) => req.user)
+    expect(await identify({ user: 'alice' }, { ip: undefined, ipIdentifier: undefined })).toEqual([
+      'ip:unknown',
+      'user:alice',
+    ])
+  })
+
+  it('charges both identifiers in one decision through createRateLimit', async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, identify: byIpAndUser((r) => r.user) })
+    const first = await limit.check({ user: 'alice' }, view('198.51.100.1'))
+    expect(first.decision?.windows.map((w) => w.identifier)).toEqual(['ip:198.51.100.1', 'user:alice'])
+    const otherAddress = await limit.check({ user: 'alice' }, view('198.51.100.2'))
+    expect(otherAddress).toMatchObject({ action: 'respond', status: 429 })
+    expect(otherAddress.decision?.windows.map((w) => [w.identifier, w.failed])).toEqual([
+      ['ip:198.51.100.2', false],
+      ['user:alice', true],
+    ])
+    expect((await limit.check({}, view('198.51.100.2'))).action).toBe('continue')
+  })
+})

@@ -1,0 +1,372 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
+import { createLimiter, type Limiter, type LimiterOptions } from '../src/limiter.js'
+import type { RulesOptions } from '../src/rules.js'
+import { MemoryStore } from '../src/stores/memory-store.js'
+import type { Store, StoreRequest, StoreResult } from '../src/stores/store.js'
+
+const T = 1_763_712_000_000
+const RULES: RulesOptions = { api: { windows: [{ limit: 5, period: '1m' }] } }
+const IP = 'ip:203.0.113.7'
+
+const opened: Limiter[] = []
+
+afterEach(async () => {
+  vi.useRealTimers()
+  await Promise.all(opened.splice(0).map((limiter) => limiter.close()))
+})
+
+function limiterOver(store: Store, options: Partial<LimiterOptions> = {}): Limiter {
+  const limiter = createLimiter({ store, rules: RULES, onWarning: () => {}, ...options })
+  opened.push(limiter)
+  return limiter
+}
+
+const refused = new Error('connect ECONNREFUSED 127.0.0.1:6379')
+
+function rejectingStore(cause: unknown = refused): Store {
+  return {
+    evaluate: () => Promise.reject(cause),
+    reset: () => Promise.reject(cause),
+    close: () => Promise.resolve(),
+  }
+}
+
+/** A store whose every call waits until the test settles it, as a partitioned network would. */
+function silentStore() {
+  const pending: Array<{ resolve: (value: never) => void; reject: (error: unknown) => void }> = []
+  const hang = <V>() =>
+    new Promise<V>((resolve, reject) => {
+      pending.push({ resolve: resolve as (value: never) => void, reject })
+    })
+  const store: Store = {
+    evaluate: () => hang<StoreResult>(),
+    reset: () => hang<void>(),
+    close: () => Promise.resolve(),
+  }
+  return { store, pending }
+}
+
+async function settlesWithin<V>(promise: Promise<V>, ms: number): Promise<V> {
+  let settled = false
+  promise.then(
+    () => {
+      settled = true
+    },
+    () => {
+      settled = true
+    },
+  )
+  await vi.advanceTimersByTimeAsync(ms - 1)
+  expect(settled).toBe(false)
+  await vi.advanceTimersByTimeAsync(1)
+  expect(settled).toBe(true)
+  return promise
+}
+
+describe('a store that rejects', () => {
+  it.each(['consume', 'peek'] as const)('%s fails open by default: store-error-allowed, no windows', async (op) => {
+    const decision = await limiterOver(rejectingStore())[op]('api', IP)
+    expect(decision).toEqual({
+      allowed: true,
+      reason: 'store-error-allowed',
+      rule: 'api',
+      cost: 1,
+      retryAfterMs: 0,
+      nowMs: expect.any(Number),
+      windows: [],
+      error: expect.any(TollgateError),
+    })
+    expect(decision.error).toMatchObject({
+      code: 'TG_STORE',
+      message: 'the store failed: connect ECONNREFUSED 127.0.0.1:6379',
+      cause: refused,
+    })
+  })
+
+  it.each(['consume', 'peek'] as const)(
+    "%s fails closed with onStoreError 'deny': store-error-denied, retry in 1 s",
+    async (op) => {
+      const decision = await limiterOver(rejectingStore(), { onStoreError: 'deny' })[op]('api', IP, { cost: 3 })
+      expect(decision).toMatchObject({
+        allowed: false,
+        reason: 'store-error-denied',
+        rule: 'api',
+        cost: 3,
+        retryAfterMs: 1_000,
+        windows: [],
+        error: { code: 'TG_STORE', cause: refused },
+      })
+    },
+  )
+
+  it('takes the policy per call over the limiter', async () => {
+    const allowing = limiterOver(rejectingStore())
+    const denying = limiterOver(rejectingStore(), { onStoreError: 'deny' })
+    expect((await allowing.consume('api', IP, { onStoreError: 'deny' })).reason).toBe('store-error-denied')
+    expect((await allowing.peek('api', IP, { onStoreError: 'deny' })).reason).toBe('store-error-denied')
+    expect((await denying.consume('api', IP, { onStoreError: 'allow' })).reason).toBe('store-error-allowed')
+    expect((await denying.consume('api', IP)).reason).toBe('store-error-denied')
+  })
+
+  it('answers a store failure, not dry-run, when dryRun is asked', async () => {
+    const decision = await limiterOver(rejectingStore(), { onStoreError: 'deny' }).consume('api', IP, { dryRun: true })
+    expect(decision.reason).toBe('store-error-denied')
+  })
+
+  it('wraps a rejection that is not an Error', async () => {
+    const decision = await limiterOver(rejectingStore('READONLY')).consume('api', IP)
+    expect(decision.error).toMatchObject({ code: 'TG_STORE', message: 'the store failed: READONLY', cause: 'READONLY' })
+  })
+
+  it('passes a TollgateError from the store through as it is', async () => {
+    const own = new TollgateError('TG_STORE', 'the store answered a malformed reply')
+    expect((await limiterOver(rejectingStore(own)).consume('api', IP)).error).toBe(own)
+  })
+
+  it('treats an answer with too few windows as a store failure', async () => {
+    const short: Store = {
+      evaluate: async () => ({ allowed: true, nowMs: T, windows: [] }),
+      reset: async () => {},
+      close: async () => {},
+    }
+    const decision = await limiterOver(short).consume('api', IP)
+    expect(decision).toMatchObject({
+      reason: 'store-error-allowed',
+      error: { code: 'TG_STORE', message: 'the store answered fewer windows than the decision holds' },
+    })
+  })
+
+  it('still rejects for a caller mistake rather than blaming the store', async () => {
+    const limiter = limiterOver(rejectingStore())
+    await expect(limiter.consume('nope', IP)).rejects.toMatchObject({ code: 'TG_UNKNOWN_RULE' })
+    await expect(limiter.consume('api', [])).rejects.toBeInstanceOf(TypeError)
+    await expect(limiter.consume('api', IP, { cost: -1 })).rejects.toBeInstanceOf(TypeError)
+  })
+
+  // Regression: refund passed the store's own error through without TG_STORE.
+  it('refund rejects with TG_STORE', async () => {
+    await expect(limiterOver(rejectingStore()).refund('api', IP)).rejects.toMatchObject({ code: 'TG_STORE' })
+  })
+
+  // Regression: reset did the same.
+  it('reset rejects with TG_STORE', async () => {
+    await expect(limiterOver(rejectingStore()).reset('api', IP)).rejects.toMatchObject({ code: 'TG_STORE' })
+  })
+
+  it('refund and reset reject rather than answer a policy decision', async () => {
+    const limiter = limiterOver(rejectingStore(), { onStoreError: 'allow' })
+    await expect(limiter.refund('api', IP)).rejects.toThrow('ECONNREFUSED')
+    await expect(limiter.reset('api', IP)).rejects.toThrow('ECONNREFUSED')
+  })
+
+  // Regression: a store throwing synchronously made consume reject.
+  it('consume answers store-error-allowed when evaluate throws synchronously', async () => {
+    const throwing: Store = {
+      evaluate: () => {
+        throw new Error('not connected')
+      },
+      reset: async () => {},
+      close: async () => {},
+    }
+    expect((await limiterOver(throwing).consume('api', IP)).reason).toBe('store-error-allowed')
+  })
+})
+
+describe('a store that does not answer', () => {
+  it.each(['consume', 'peek'] as const)(
+    '%s answers after storeTimeoutMs, with the timeout as the error',
+    async (op) => {
+      vi.useFakeTimers()
+      const { store } = silentStore()
+      const decision = await settlesWithin(limiterOver(store, { storeTimeoutMs: 20 })[op]('api', IP), 20)
+      expect(decision).toMatchObject({
+        allowed: true,
+        reason: 'store-error-allowed',
+        retryAfterMs: 0,
+        windows: [],
+        error: { code: 'TG_STORE', message: 'the store did not answer within 20 ms' },
+      })
+    },
+  )
+
+  it('takes the bound and the policy per call', async () => {
+    vi.useFakeTimers()
+    const { store } = silentStore()
+    const limiter = limiterOver(store, { storeTimeoutMs: 5_000 })
+    const decision = await settlesWithin(limiter.consume('api', IP, { storeTimeoutMs: 20, onStoreError: 'deny' }), 20)
+    expect(decision).toMatchObject({
+      allowed: false,
+      reason: 'store-error-denied',
+      retryAfterMs: 1_000,
+      error: { code: 'TG_STORE', message: 'the store did not answer within 20 ms' },
+    })
+  })
+
+  it('waits 100 ms by default', async () => {
+    vi.useFakeTimers()
+    const { store } = silentStore()
+    const decision = await settlesWithin(limiterOver(store).consume('api', IP), 100)
+    expect(decision.error?.message).toBe('the store did not answer within 100 ms')
+  })
+
+  it('refund and reset reject with TG_STORE after the bound', async () => {
+    vi.useFakeTimers()
+    const { store } = silentStore()
+    const limiter = limiterOver(store, { storeTimeoutMs: 20 })
+    const refund = limiter.refund('api', IP)
+    const reset = limiter.reset('api', IP)
+    const outcomes = Promise.allSettled([refund, reset])
+    await vi.advanceTimersByTimeAsync(20)
+    const [refunded, wasReset] = await outcomes
+    for (const outcome of [refunded, wasReset]) {
+      expect(outcome).toMatchObject({
+        status: 'rejected',
+        reason: { code: 'TG_STORE', message: 'the store did not answer within 20 ms' },
+      })
+    }
+  })
+
+  it('leaves no unhandled rejection when the store rejects after the bound', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+      const { store, pending } = silentStore()
+      const limiter = limiterOver(store, { storeTimeoutMs: 20 })
+      const consumed = limiter.consume('api', IP)
+      const refunded = limiter.refund('api', IP).catch((error: unknown) => error)
+      const reset = limiter.reset('api', IP).catch((error: unknown) => error)
+      await vi.advanceTimersByTimeAsync(20)
+      expect((await consumed).reason).toBe('store-error-allowed')
+      expect(await refunded).toMatchObject({ code: 'TG_STORE' })
+      expect(await reset).toMatchObject({ code: 'TG_STORE' })
+      expect(pending).toHaveLength(3)
+      for (const call of pending) call.reject(new Error('late reply'))
+      await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(unhandled).toEqual([])
+  })
+
+  it('ignores an answer that arrives after the bound', async () => {
+    vi.useFakeTimers()
+    const { store, pending } = silentStore()
+    const decision = settlesWithin(limiterOver(store, { storeTimeoutMs: 20 }).consume('api', IP), 20)
+    const answered = await decision
+    pending[0]?.resolve({ allowed: false, nowMs: T, windows: [] } as never)
+    await Promise.resolve()
+    expect(answered.reason).toBe('store-error-allowed')
+  })
+
+  it('clears its timer when the store answers in time', async () => {
+    vi.useFakeTimers()
+    const store = new MemoryStore({ clock: () => T, sweepIntervalMs: 0 })
+    const limiter = limiterOver(store, { storeTimeoutMs: 20 })
+    expect((await limiter.consume('api', IP)).reason).toBe('ok')
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('lets close wait for a decision bounded by the timeout', async () => {
+    vi.useFakeTimers()
+    const { store } = silentStore()
+    const limiter = createLimiter({ store, rules: RULES, storeTimeoutMs: 20 })
+    const decision = limiter.consume('api', IP)
+    let closed = false
+    const closing = limiter.close().then(() => {
+      closed = true
+    })
+    await vi.advanceTimersByTimeAsync(19)
+    expect(closed).toBe(false)
+    await vi.advanceTimersByTimeAsync(1)
+    await closing
+    expect((await decision).reason).toBe('store-error-allowed')
+  })
+})
+
+describe('store failure options', () => {
+  const store = () => new MemoryStore({ clock: () => T, sweepIntervalMs: 0 })
+
+  it.each<[string, Partial<LimiterOptions>, string[]]>([
+    ['onStoreError maybe', { onStoreError: 'maybe' as 'allow' }, ['onStoreError', '"maybe"']],
+    ['storeTimeoutMs 0', { storeTimeoutMs: 0 }, ['storeTimeoutMs', 'got 0']],
+    ['storeTimeoutMs -5', { storeTimeoutMs: -5 }, ['storeTimeoutMs', '-5']],
+    ['storeTimeoutMs 60001', { storeTimeoutMs: 60_001 }, ['storeTimeoutMs', '60001']],
+    ['storeTimeoutMs 1.5', { storeTimeoutMs: 1.5 }, ['storeTimeoutMs', '1.5']],
+    ['storeTimeoutMs "100"', { storeTimeoutMs: '100' as unknown as number }, ['storeTimeoutMs', '"100"']],
+    ['storeTimeoutMs Infinity', { storeTimeoutMs: Number.POSITIVE_INFINITY }, ['storeTimeoutMs', 'Infinity']],
+  ])('createLimiter rejects %s with TollgateConfigError', (_, options, shown) => {
+    let thrown: unknown
+    try {
+      createLimiter({ store: store(), rules: RULES, ...options })
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(TollgateConfigError)
+    for (const text of shown) expect((thrown as Error).message).toContain(text)
+  })
+
+  // Regression: null was taken as 'use the default' through `??`.
+  it.each<[string, Partial<LimiterOptions>]>([
+    ['onStoreError null', { onStoreError: null as unknown as 'allow' }],
+    ['storeTimeoutMs null', { storeTimeoutMs: null as unknown as number }],
+  ])('createLimiter rejects %s with TollgateConfigError', (_, options) => {
+    expect(() => createLimiter({ store: store(), rules: RULES, ...options })).toThrow(TollgateConfigError)
+  })
+
+  it('createLimiter accepts the bounds 1 and 60000', () => {
+    limiterOver(store(), { storeTimeoutMs: 1, onStoreError: 'deny' })
+    limiterOver(store(), { storeTimeoutMs: 60_000, onStoreError: 'allow' })
+  })
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['onStoreError maybe', { onStoreError: 'maybe' }, '"maybe"'],
+    ['storeTimeoutMs 0', { storeTimeoutMs: 0 }, 'got 0'],
+    ['storeTimeoutMs 70000', { storeTimeoutMs: 70_000 }, '70000'],
+    ['storeTimeoutMs 2.5', { storeTimeoutMs: 2.5 }, '2.5'],
+  ])('consume, peek and refund reject %s with a TypeError', async (_, options, shown) => {
+    const limiter = limiterOver(store())
+    for (const op of ['consume', 'peek', 'refund'] as const) {
+      const outcome = limiter[op]('api', IP, options)
+      await expect(outcome).rejects.toBeInstanceOf(TypeError)
+      await expect(outcome).rejects.toBeInstanceOf(TollgateArgumentError)
+      await expect(outcome).rejects.toMatchObject({ code: 'TG_INVALID_ARGUMENT' })
+      await expect(outcome).rejects.toThrow(shown)
+    }
+  })
+
+  it('charges nothing when a call is rejected for its options', async () => {
+    const memory = store()
+    const evaluate = vi.spyOn(memory, 'evaluate')
+    const limiter = limiterOver(memory)
+    await expect(limiter.consume('api', IP, { storeTimeoutMs: 0 })).rejects.toThrow(TypeError)
+    expect(evaluate).not.toHaveBeenCalled()
+  })
+})
+
+describe('the store request on failure', () => {
+  it('asks the store once per decision, with the whole plan', async () => {
+    const requests: StoreRequest[] = []
+    const recording: Store = {
+      evaluate: (request) => {
+        requests.push(request)
+        return Promise.reject(refused)
+      },
+      reset: async () => {},
+      close: async () => {},
+    }
+    await limiterOver(recording).consume('api', [IP, 'user:alice'], { cost: 2 })
+    expect(requests).toHaveLength(1)
+    expect(requests[0]).toMatchObject({
+      operation: 'consume',
+      cost: 2,
+      targets: [
+        { rule: 'api', identifier: IP },
+        { rule: 'api', identifier: 'user:alice' },
+      ],
+    })
+  })
+})

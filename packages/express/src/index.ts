@@ -1,0 +1,57 @@
+import { createRateLimit, type Decision, type RateLimit, type RateLimitOptions } from '@tollgate/core'
+import type { Request, RequestHandler } from 'express'
+
+export type { Decision, RateLimitOptions } from '@tollgate/core'
+export { byIpAndUser, ipIdentifier, userIdentifier } from '@tollgate/core'
+
+declare global {
+  namespace Express {
+    interface Locals {
+      /** The decision for this request, set by `rateLimit` when it lets the request through; undefined when skipped. */
+      rateLimit?: Decision
+    }
+  }
+}
+
+/** The options of `rateLimit`: `@tollgate/core`'s HTTP options, with Express's `req` as the request. */
+export type ExpressRateLimitOptions = RateLimitOptions<Request>
+
+export interface RateLimitMiddleware extends RequestHandler {
+  /** The engine deciding for this middleware: its options, limiter and rule. */
+  readonly limit: RateLimit<Request>
+  /** Closes the limiter if this middleware made it (from `rules` or `windows`); a `limiter` passed in stays open. */
+  close(): Promise<void>
+}
+
+/**
+ * Express middleware that charges each request against a rule, sets the rate limit headers, and
+ * answers 429 (or 503 when the store fails and `onStoreError` is `'deny'`) with a problem+json body.
+ * Every option is checked here, so a bad one throws `TollgateConfigError` at startup.
+ * @example app.post('/login', rateLimit({ windows: [{ limit: 5, period: '1m' }] }), login)
+ */
+export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
+  const limit = createRateLimit<Request>(options)
+  const middleware: RequestHandler = async (req, res, next) => {
+    try {
+      const verdict = await limit.check(req, {
+        ip: req.ip,
+        forwardedFor: req.headers['x-forwarded-for'],
+        // Express keeps the setting as given (true, a hop count, addresses or a function), not a boolean.
+        proxyTrusted: Boolean(req.app.get('trust proxy')),
+      })
+      res.set(verdict.headers)
+      if (verdict.action === 'respond') {
+        res.status(verdict.status).type(verdict.contentType).send(verdict.body)
+        return
+      }
+      res.locals.rateLimit = verdict.decision
+    } catch (error) {
+      // Express 4 ignores a rejected promise, so the error is handed over rather than thrown.
+      next(error)
+      return
+    }
+    // Outside the try, so an error from a later handler can never reach next() a second time.
+    next()
+  }
+  return Object.assign(middleware, { limit, close: () => limit.close() })
+}

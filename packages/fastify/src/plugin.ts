@@ -1,0 +1,128 @@
+import {
+  createRateLimit,
+  createRouteRateLimit,
+  type Decision,
+  type RateLimit,
+  type RateLimitVerdict,
+  TollgateConfigError,
+} from '@tollgate/core'
+import type { FastifyPluginAsync, FastifyRequest, RouteOptions } from 'fastify'
+import fp from 'fastify-plugin'
+import {
+  checkedGlobal,
+  checkedHook,
+  type RateLimitHookName,
+  type RouteRateLimitOptions,
+  type TollgatePluginOptions,
+} from './options.js'
+import { type RateLimitHook, rateLimitHook } from './rate-limit-hook.js'
+import { requestView } from './request-view.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** This route's limit: options that override the plugin's, or `false` for no limit. */
+    rateLimit?: RouteRateLimitOptions | false
+  }
+  interface FastifyRequest {
+    /** The decision that let this request through; undefined when no limit ran or `skip` skipped it. */
+    rateLimit?: Decision
+  }
+  interface FastifyInstance {
+    tollgate: {
+      /** The plugin-wide engine, made from the plugin's options; undefined with `global: false` and no rule of the plugin's own. */
+      readonly limit: RateLimit<FastifyRequest> | undefined
+      /**
+       * Checks a limit by hand and returns the verdict for you to apply. With `route`, the
+       * engine for those route options, made once per options object.
+       */
+      check(request: FastifyRequest, route?: RouteRateLimitOptions): Promise<RateLimitVerdict>
+    }
+  }
+}
+
+interface RouteLimit {
+  engine: RateLimit<FastifyRequest>
+  hook: RateLimitHookName
+  run: RateLimitHook
+}
+
+const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, options) => {
+  const { global: limitEveryRoute = true, hook = 'onRequest', ...rateLimitOptions } = options
+  checkedGlobal(limitEveryRoute)
+  checkedHook(hook, 'option hook')
+  // With `global: false` the plugin's options may hold no rule at all: only the routes bring theirs.
+  const ownRule = ['limiter', 'rules', 'windows'].some(
+    (key) => (rateLimitOptions as Record<string, unknown>)[key] !== undefined,
+  )
+  const limit = limitEveryRoute || ownRule ? createRateLimit<FastifyRequest>(rateLimitOptions) : undefined
+  const pluginLimit: RouteLimit | undefined = limit && { engine: limit, hook, run: rateLimitHook(limit) }
+  const enginesToClose = limit ? [limit] : []
+  const routeLimits = new WeakMap<RouteRateLimitOptions, RouteLimit>()
+
+  /** One engine per options object: routes given the same object share its limit. */
+  function routeLimit(route: RouteRateLimitOptions, routeId?: string): RouteLimit {
+    let made = routeLimits.get(route)
+    if (made) return made
+    // Anything but an object goes to core as given, for core's own error.
+    const { hook: routeHook = hook, ...overrides } = isRecord(route) ? route : {}
+    const checkedRouteHook = checkedHook(routeHook, 'route option hook')
+    const engine = createRouteRateLimit(limit ?? rateLimitOptions, isRecord(route) ? overrides : route, routeId)
+    // A route naming only a rule shares the plugin's limiter: nothing of its own to close.
+    if (engine.limiter !== limit?.limiter) enginesToClose.push(engine)
+    made = { engine, hook: checkedRouteHook, run: rateLimitHook(engine) }
+    routeLimits.set(route, made)
+    return made
+  }
+
+  fastify.decorateRequest('rateLimit', undefined)
+  fastify.decorate('tollgate', {
+    limit,
+    check: (request: FastifyRequest, route?: RouteRateLimitOptions) => {
+      const engine = route === undefined ? limit : routeLimit(route).engine
+      if (!engine)
+        throw new TollgateConfigError('fastify.tollgate.check needs route options: the plugin has no rule of its own')
+      return engine.check(request, requestView(request))
+    },
+  })
+
+  // onRoute sees only routes added after this plugin loaded: hence `await app.register(tollgate)`.
+  fastify.addHook('onRoute', (routeOptions) => {
+    const route = routeOptions.config?.rateLimit
+    if (route === false || (route === undefined && !limitEveryRoute)) return
+    const routeId = `${[routeOptions.method].flat().join(',')} ${routeOptions.url}`
+    let chosen: RouteLimit
+    try {
+      chosen = route === undefined ? (pluginLimit as RouteLimit) : routeLimit(route, routeId)
+    } catch (error) {
+      if (!(error instanceof TollgateConfigError)) throw error
+      throw new TollgateConfigError(`route ${routeId}: ${error.message}`)
+    }
+    appendHook(routeOptions, chosen)
+  })
+
+  fastify.addHook('onClose', async () => {
+    await Promise.all(enginesToClose.map((engine) => engine.close()))
+  })
+}
+
+/** A route with its own config runs only its own engine, so it is never charged by the plugin's too. */
+function appendHook(routeOptions: RouteOptions, { hook, run }: RouteLimit): void {
+  // A new array each time: the one given may be shared with other routes.
+  if (hook === 'onRequest') routeOptions.onRequest = [...asArray(routeOptions.onRequest), run]
+  else routeOptions.preHandler = [...asArray(routeOptions.preHandler), run]
+}
+
+function asArray<T>(value: T | readonly T[] | undefined): readonly T[] {
+  if (value === undefined) return []
+  return Array.isArray(value) ? value : [value as T]
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** The Fastify plugin: a limit for every route, per-route `config.rateLimit`, and `fastify.tollgate`. */
+export const tollgate: FastifyPluginAsync<TollgatePluginOptions> = fp(plugin, {
+  name: '@tollgate/fastify',
+  fastify: '5.x',
+})

@@ -1,0 +1,12 @@
+import type { RequestView } from '@tollgate/core'
+import type { FastifyRequest } from 'fastify'
+
+export function requestView(request: FastifyRequest): RequestView {
+  return {
+    ip: request.ip,
+    forwardedFor: request.headers['x-forwarded-for'],
+    // Fastify defines `request.ips` only when `trustProxy` is set, and `initialConfig` does not
+    // carry `trustProxy`, so this is the one public sign of the setting.
+    proxyTrusted: request.ips !== undefined,
+  }
+}

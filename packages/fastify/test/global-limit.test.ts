@@ -1,0 +1,116 @@
+import type { Store } from '@tollgate/core'
+import { describe, expect, it, vi } from 'vitest'
+import { appWith } from './app.js'
+
+describe('the plugin-wide limit', () => {
+  it('lets requests through up to the limit, then answers 429 with a problem body and draft-10 headers', async () => {
+    const app = await appWith({ windows: [{ limit: 2, period: '10s' }] })
+    const handler = vi.fn(async () => ({ ok: true }))
+    app.get('/', handler)
+
+    const first = await app.inject('/')
+    expect(first.statusCode).toBe(200)
+    expect(first.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"default-10s";r=1;t=10')
+    const second = await app.inject('/')
+    expect(second.statusCode).toBe(200)
+    expect(second.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+
+    const refused = await app.inject('/')
+    expect(refused.statusCode).toBe(429)
+    // Fastify adds the charset to every string body it sends.
+    expect(refused.headers['content-type']).toBe('application/problem+json; charset=utf-8')
+    expect(refused.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(refused.headers['retry-after']).toBe('10')
+    expect(refused.json()).toEqual({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: 'Quota exceeded for default-10s; retry in 10 s.',
+      'violated-policies': ['default-10s'],
+      'retry-after': 10,
+    })
+    expect(handler).toHaveBeenCalledTimes(2)
+  })
+
+  it('answers 503 with its problem body when the store fails and onStoreError is deny', async () => {
+    const failing: Store = {
+      evaluate: () => Promise.reject(new Error('connection refused')),
+      reset: () => Promise.resolve(),
+      close: () => Promise.resolve(),
+    }
+    const app = await appWith({ store: failing, windows: [{ limit: 2, period: '10s' }], onStoreError: 'deny' })
+    app.get('/', async () => ({ ok: true }))
+
+    const response = await app.inject('/')
+    expect(response.statusCode).toBe(503)
+    expect(response.headers['content-type']).toBe('application/problem+json; charset=utf-8')
+    expect(response.headers['retry-after']).toBe('1')
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Service Unavailable',
+      status: 503,
+      detail: 'The rate limiter cannot reach its store, and this route refuses requests it cannot count.',
+      'retry-after': 1,
+    })
+  })
+
+  it('passes an error thrown by identify to the error handler', async () => {
+    const app = await appWith({
+      windows: [{ limit: 2, period: '10s' }],
+      identify: () => {
+        throw new Error('no tenant')
+      },
+    })
+    const seen: unknown[] = []
+    app.setErrorHandler(async (error, _request, reply) => {
+      seen.push(error)
+      return reply.code(500).send({ handled: true })
+    })
+    app.get('/', async () => ({ ok: true }))
+
+    const response = await app.inject('/')
+    expect(response.statusCode).toBe(500)
+    expect(response.json()).toEqual({ handled: true })
+    expect(seen).toEqual([new Error('no tenant')])
+  })
+
+  it('sends no headers and counts nothing for a request skip returns true for', async () => {
+    const app = await appWith({ windows: [{ limit: 1, period: '10s' }], skip: (request) => request.url === '/health' })
+    app.get('/health', async (request) => ({ decision: request.rateLimit ?? null }))
+    app.get('/', async () => ({ ok: true }))
+
+    for (let i = 0; i < 3; i++) {
+      const health = await app.inject('/health')
+      expect(health.statusCode).toBe(200)
+      expect(health.json()).toEqual({ decision: null })
+      expect(health.headers.ratelimit).toBeUndefined()
+    }
+    expect((await app.inject('/')).headers.ratelimit).toBe('"default-10s";r=0;t=10')
+  })
+
+  it('tells clients apart by the forwarded address when Fastify trusts the proxy, without a warning', async () => {
+    const onWarning = vi.fn()
+    const app = await appWith({ windows: [{ limit: 1, period: '10s' }], onWarning }, { trustProxy: true })
+    app.get('/', async (request) => ({ ip: request.ip }))
+
+    const first = await app.inject({ url: '/', headers: { 'x-forwarded-for': '203.0.113.7' } })
+    const other = await app.inject({ url: '/', headers: { 'x-forwarded-for': '198.51.100.9' } })
+    const again = await app.inject({ url: '/', headers: { 'x-forwarded-for': '203.0.113.7' } })
+    expect([first.statusCode, other.statusCode, again.statusCode]).toEqual([200, 200, 429])
+    expect(first.json()).toEqual({ ip: '203.0.113.7' })
+    expect(onWarning).not.toHaveBeenCalled()
+  })
+
+  it('warns once when X-Forwarded-For arrives and Fastify trusts no proxy', async () => {
+    const onWarning = vi.fn()
+    const app = await appWith({ windows: [{ limit: 5, period: '10s' }], onWarning })
+    app.get('/', async () => ({ ok: true }))
+
+    await app.inject({ url: '/', headers: { 'x-forwarded-for': '203.0.113.7' } })
+    await app.inject({ url: '/', headers: { 'x-forwarded-for': '203.0.113.7' } })
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.any(String), 'TG_UNTRUSTED_FORWARDED_FOR')
+  })
+})

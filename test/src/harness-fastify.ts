@@ -1,0 +1,46 @@
+import tollgate from '@tollgate/fastify'
+import Fastify, { type FastifyInstance, type RouteHandler } from 'fastify'
+import supertest from 'supertest'
+import type { HandlerBody, Harness, MakeHarness } from './adapter-harness.js'
+
+const handler: RouteHandler = async (request) => ({ reason: request.rateLimit?.reason ?? null }) satisfies HandlerBody
+
+async function listen(app: FastifyInstance): Promise<Harness> {
+  // Fastify's own logger is off by default, so the errors the suite provokes stay quiet.
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  return { request: supertest(url), close: () => app.close() }
+}
+
+/**
+ * The plugin registered once with `global: false`, each limited route giving its options in
+ * `config.rateLimit`: the Fastify way to limit routes differently. The plugin's own options are a
+ * placeholder no route uses; route options that bring their own `windows` replace it.
+ */
+export const makeFastifyHarness: MakeHarness = async ({ routes, trustProxy }) => {
+  const app = Fastify({ trustProxy })
+  await app.register(tollgate, { global: false, rule: 'unused', windows: [{ limit: 1, period: '1s' }] })
+  for (const route of routes) {
+    app.route({
+      method: route.method,
+      url: route.path,
+      ...(route.rateLimit ? { config: { rateLimit: route.rateLimit } } : {}),
+      handler,
+    })
+  }
+  return listen(app)
+}
+
+/**
+ * The plugin registered with each limited route's options as its own, in a scope holding only
+ * that route: the plugin-wide path (`global` left at its default) that most apps use.
+ */
+export const makeFastifyScopedHarness: MakeHarness = async ({ routes, trustProxy }) => {
+  const app = Fastify({ trustProxy })
+  for (const route of routes) {
+    await app.register(async (scope) => {
+      if (route.rateLimit) await scope.register(tollgate, route.rateLimit)
+      scope.route({ method: route.method, url: route.path, handler })
+    })
+  }
+  return listen(app)
+}

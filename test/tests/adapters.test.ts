@@ -1,0 +1,96 @@
+import { MemoryStore, type ProblemDetails } from '@tollgate/core'
+import { rateLimit } from '@tollgate/koa'
+import Koa from 'koa'
+import { describe, expect, it } from 'vitest'
+import { runAdapterConformance } from '../src/adapter-conformance.js'
+import { serveOnLoopback } from '../src/adapter-harness.js'
+import { makeExpressHarness } from '../src/harness-express.js'
+import { makeFastifyHarness, makeFastifyScopedHarness } from '../src/harness-fastify.js'
+import { makeKoaHarness } from '../src/harness-koa.js'
+import { ManualClock } from '../src/manual-clock.js'
+
+runAdapterConformance('Express', makeExpressHarness)
+runAdapterConformance('Fastify', makeFastifyHarness)
+runAdapterConformance('Fastify (plugin options per scope)', makeFastifyScopedHarness)
+runAdapterConformance('Koa', makeKoaHarness)
+
+interface RateLimitError {
+  status: number
+  headers: Record<string, string>
+  problem: ProblemDetails
+}
+
+function isRateLimitError(error: unknown): error is RateLimitError {
+  return typeof error === 'object' && error !== null && 'problem' in error && 'headers' in error
+}
+
+// The conformance runs Koa with `throw: false`; its default throws, and the fields must survive the throw.
+describe('Koa rateLimit in its default, throwing mode', () => {
+  async function serve(handleErrors: boolean) {
+    const clock = new ManualClock()
+    const app = new Koa()
+    app.silent = true
+    if (handleErrors) {
+      app.use(async (ctx, next) => {
+        try {
+          await next()
+        } catch (error) {
+          if (!isRateLimitError(error)) throw error
+          // As Koa's own handler does, so that only the fields the error carries reach the client.
+          for (const name of ctx.res.getHeaderNames()) ctx.res.removeHeader(name)
+          ctx.status = error.status
+          ctx.set(error.headers)
+          ctx.type = 'application/problem+json'
+          ctx.body = error.problem
+        }
+      })
+    }
+    app.use(
+      rateLimit({
+        store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
+        rule: 'api',
+        windows: [{ limit: 1, period: '1m' }],
+      }),
+    )
+    app.use((ctx) => {
+      ctx.body = 'ok'
+    })
+    return serveOnLoopback(app.callback())
+  }
+
+  it("keeps the fields through Koa's own error handling", async () => {
+    const harness = await serve(false)
+    try {
+      expect((await harness.request.get('/')).status).toBe(200)
+      const refused = await harness.request.get('/')
+      expect(refused.status).toBe(429)
+      expect(refused.headers).toMatchObject({
+        'retry-after': '60',
+        'ratelimit-policy': '"api-60s";q=1;w=60',
+        ratelimit: '"api-60s";r=0;t=60',
+      })
+      expect(refused.text).toBe('Quota exceeded for api-60s; retry in 60 s.')
+    } finally {
+      await harness.close()
+    }
+  })
+
+  it('hands an error handler the fields and the problem body to answer with', async () => {
+    const harness = await serve(true)
+    try {
+      await harness.request.get('/')
+      const refused = await harness.request.get('/')
+      expect(refused.status).toBe(429)
+      expect(refused.headers['retry-after']).toBe('60')
+      expect(refused.headers.ratelimit).toBe('"api-60s";r=0;t=60')
+      expect(refused.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
+      expect(JSON.parse(refused.text)).toMatchObject({
+        status: 429,
+        'violated-policies': ['api-60s'],
+        'retry-after': 60,
+      })
+    } finally {
+      await harness.close()
+    }
+  })
+})
