@@ -6,8 +6,16 @@
  * - `store-error-allowed`: the store failed or did not answer in time and the policy is
  *   `'allow'` (fail open); `windows` is empty, `error` says what happened.
  * - `store-error-denied`: the same with the policy `'deny'` (fail closed).
+ * - `local-fallback`: the same with the policy `'local'`: decided on an in-process store with the
+ *   same rules; `allowed` and `windows` are that store's answer, `error` the store's failure.
  */
-export type DecisionReason = 'ok' | 'limited' | 'dry-run' | 'store-error-allowed' | 'store-error-denied'
+export type DecisionReason =
+  | 'ok'
+  | 'limited'
+  | 'dry-run'
+  | 'store-error-allowed'
+  | 'store-error-denied'
+  | 'local-fallback'
 
 export interface WindowState {
   /** The rule this window belongs to: the decision's own rule or one of its parents. @example 'auth.createToken' */

@@ -1,3 +1,5 @@
+import { EventEmitter } from 'node:events'
+import { type BreakerChange, CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js'
 import type { Decision, WindowState } from './decision.js'
 import { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
 import { validateIdentifier } from './keys.js'
@@ -10,6 +12,7 @@ import {
   type WarningHandler,
 } from './rules.js'
 import {
+  asStoreError,
   callStore,
   type StoreErrorPolicy,
   storeErrorPolicyOf,
@@ -37,8 +40,10 @@ export interface LimiterOptions {
   onWarning?: WarningHandler
   /**
    * What `consume` and `peek` answer when the store fails or does not answer within
-   * `storeTimeoutMs`: `'allow'` (fail open, reason `store-error-allowed`) or `'deny'` (fail
-   * closed, reason `store-error-denied`). Never an exception to the caller. Overridable per call.
+   * `storeTimeoutMs`: `'allow'` (fail open, reason `store-error-allowed`), `'deny'` (fail
+   * closed, reason `store-error-denied`) or `'local'` (decide on an in-process store with the
+   * same rules, reason `local-fallback`). Never an exception to the caller. Overridable per rule
+   * and per call.
    * @default 'allow'
    */
   onStoreError?: StoreErrorPolicy
@@ -48,6 +53,19 @@ export interface LimiterOptions {
    * @default 100
    */
   storeTimeoutMs?: number
+  /**
+   * After `failureThreshold` consecutive store failures, decisions stop waiting for the store
+   * and take the failure policy at once; every `probeAfterMs` one decision probes the store, and
+   * its answer closes the breaker again. State changes are emitted as `breaker` events.
+   * @default { failureThreshold: 3, probeAfterMs: 500 }
+   */
+  breaker?: CircuitBreakerOptions
+}
+
+/** Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store failure. */
+export interface LimiterEvents {
+  breaker: [change: BreakerChange]
+  'store-error': [error: TollgateError]
 }
 
 export interface DecisionOptions {
@@ -63,7 +81,7 @@ export interface DecisionOptions {
    * @default false
    */
   dryRun?: boolean
-  /** This call's store failure policy. @default the limiter's `onStoreError` */
+  /** This call's store failure policy. @default the rule's, else the limiter's `onStoreError` */
   onStoreError?: StoreErrorPolicy
   /** This call's bound on the store's answer, in ms. @default the limiter's `storeTimeoutMs` */
   storeTimeoutMs?: number
@@ -72,7 +90,7 @@ export interface DecisionOptions {
 /** Identifiers or windows beyond these make one decision unreasonably large; they are refused. */
 export const MAX_IDENTIFIERS = 8
 
-export interface Limiter {
+export interface Limiter extends EventEmitter<LimiterEvents> {
   /** Checks every window of the rule and its parents for every identifier; charges all or none. */
   consume(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
   /** The decision `consume` would make now, charging nothing. */
@@ -87,16 +105,19 @@ export interface Limiter {
   readonly rules: ReadonlyMap<string, Rule>
   /** The store deciding, so that other limiters can share it. */
   readonly store: Store
+  /** The circuit breaker's state: `closed` while the store answers. */
+  readonly breakerState: BreakerChange['state']
 }
 
-const OPTION_KEYS = new Set(['store', 'rules', 'onWarning', 'onStoreError', 'storeTimeoutMs'])
+const OPTION_KEYS = new Set(['store', 'rules', 'onWarning', 'onStoreError', 'storeTimeoutMs', 'breaker'])
 const DECISION_OPTION_KEYS = new Set(['cost', 'dryRun', 'onStoreError', 'storeTimeoutMs'])
 const DEFAULT_STORE_TIMEOUT_MS = 100
 
 interface ResolvedDecisionOptions {
   cost: number
   dryRun: boolean
-  onStoreError: StoreErrorPolicy
+  /** Undefined: the rule's policy, else the limiter's. */
+  onStoreError: StoreErrorPolicy | undefined
   storeTimeoutMs: number
 }
 
@@ -120,25 +141,38 @@ export function createLimiter(options: LimiterOptions): Limiter {
       `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(options.store)}`,
     )
   }
-  const defaults = {
+  const onStoreError = storeErrorPolicyOf(
+    options.onStoreError === undefined ? 'allow' : options.onStoreError,
+    TollgateConfigError,
+    'createLimiter option onStoreError',
+  )
+  const defaults: ResolvedDecisionOptions = {
     cost: 1,
     dryRun: false,
-    onStoreError: storeErrorPolicyOf(
-      options.onStoreError === undefined ? 'allow' : options.onStoreError,
-      TollgateConfigError,
-      'createLimiter option onStoreError',
-    ),
+    onStoreError: undefined,
     storeTimeoutMs: storeTimeoutOf(
       options.storeTimeoutMs === undefined ? DEFAULT_STORE_TIMEOUT_MS : options.storeTimeoutMs,
       TollgateConfigError,
       'createLimiter option storeTimeoutMs',
     ),
   }
+  const events = new EventEmitter<LimiterEvents>()
+  const breaker = new CircuitBreaker(options.breaker, (change) => {
+    // Back on the shared store: counts made alone during the outage no longer apply.
+    if (change.state === 'closed') dropLocalStore()
+    events.emit('breaker', change)
+  })
   const rules = resolveRules(options.rules, onWarning)
   // Made only once everything else is valid, so a config error leaves no sweep timer behind.
   const store = options.store ?? new MemoryStore()
   const inFlight = new Set<Promise<unknown>>()
   let closing: Promise<void> | undefined
+  let localStore: MemoryStore | undefined
+
+  function dropLocalStore() {
+    void localStore?.close()
+    localStore = undefined
+  }
 
   function track<T>(work: () => Promise<T>): Promise<T> {
     if (closing) return Promise.reject(new TollgateError('TG_CLOSED', 'the limiter is closed'))
@@ -149,41 +183,70 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return promise
   }
 
+  /** The store's answer, unless it fails, times out, or the breaker is open: then the failure. */
+  async function guarded<T>(call: () => Promise<T>, timeoutMs: number): Promise<T> {
+    if (!breaker.tryAcquire()) throw new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
+    try {
+      const answer = await callStore(call, timeoutMs)
+      breaker.success()
+      return answer
+    } catch (cause) {
+      const error = asStoreError(cause)
+      breaker.failure(error)
+      events.emit('store-error', error)
+      throw error
+    }
+  }
+
   function decide(operation: StoreOperation, ruleName: string, identifiers: unknown, options: unknown) {
     return track(async () => {
       const rule = ruleOf(rules, ruleName)
       const ids = identifiersOf(identifiers)
-      const { cost, dryRun, onStoreError, storeTimeoutMs } = decisionOptionsOf(options, defaults)
+      const resolved = decisionOptionsOf(options, defaults)
+      const { cost, dryRun, storeTimeoutMs } = resolved
       const targets = targetsOf(rule, ids)
-      const evaluation = callStore(() => store.evaluate({ operation, targets, cost }), storeTimeoutMs)
+      const request = { operation, targets, cost }
+      const evaluation = guarded(() => store.evaluate(request), storeTimeoutMs)
       if (operation === 'refund') return toDecision(rule.name, cost, targets, await evaluation)
       let decision: Decision
       try {
         decision = toDecision(rule.name, cost, targets, await evaluation)
       } catch (error) {
-        return storeFailureDecision(rule.name, cost, onStoreError, error)
+        const policy = resolved.onStoreError ?? rule.onStoreError ?? onStoreError
+        if (policy !== 'local') return storeFailureDecision(rule.name, cost, policy, error)
+        localStore ??= new MemoryStore()
+        const local = toDecision(rule.name, cost, targets, await localStore.evaluate(request))
+        decision = { ...local, reason: 'local-fallback', error: asStoreError(error) }
       }
       if (dryRun && !decision.allowed) return { ...decision, allowed: true, reason: 'dry-run' as const }
       return decision
     })
   }
 
-  return {
+  // A property, not a copied value: Object.assign would read the state once.
+  Object.defineProperty(events, 'breakerState', { get: () => breaker.current, enumerable: true })
+  return Object.assign(events as EventEmitter<LimiterEvents> & { readonly breakerState: BreakerChange['state'] }, {
     rules,
     store,
-    consume: (rule, identifiers, options) => decide('consume', rule, identifiers, options),
-    peek: (rule, identifiers, options) => decide('peek', rule, identifiers, options),
-    refund: (rule, identifiers, options) => decide('refund', rule, identifiers, options),
-    reset: (rule, identifiers) =>
+    consume: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
+      decide('consume', rule, identifiers, options),
+    peek: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
+      decide('peek', rule, identifiers, options),
+    refund: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
+      decide('refund', rule, identifiers, options),
+    reset: (rule: string, identifiers: string | readonly string[]) =>
       track(async () => {
         const targets = targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))
-        return callStore(() => store.reset(targets), defaults.storeTimeoutMs)
+        return guarded(() => store.reset(targets), defaults.storeTimeoutMs)
       }),
     close() {
-      closing ??= Promise.allSettled([...inFlight]).then(() => store.close())
+      closing ??= Promise.allSettled([...inFlight]).then(async () => {
+        dropLocalStore()
+        await store.close()
+      })
       return closing
     },
-  }
+  })
 }
 
 function ruleOf(rules: ReadonlyMap<string, Rule>, name: string): Rule {
@@ -239,7 +302,7 @@ function decisionOptionsOf(options: unknown, defaults: ResolvedDecisionOptions):
     dryRun,
     onStoreError:
       onStoreError === undefined
-        ? defaults.onStoreError
+        ? undefined
         : storeErrorPolicyOf(onStoreError, TollgateArgumentError, 'decision option onStoreError'),
     storeTimeoutMs:
       storeTimeoutMs === undefined

@@ -4,7 +4,7 @@ import { parse } from 'yaml'
 import { describeValue, TollgateConfigError } from './errors.js'
 import { isPlainObject, type RuleOptions, type RulesOptions, rejectUnknownKeys } from './rules.js'
 
-const ITEM_KEYS = new Set(['name', 'config', 'algorithm', 'parent'])
+const ITEM_KEYS = new Set(['name', 'config', 'algorithm', 'parent', 'onStoreError'])
 const WINDOW_KEYS = new Set(['limit', 'period'])
 
 /**
@@ -15,6 +15,7 @@ const WINDOW_KEYS = new Set(['limit', 'period'])
  *   - name: auth.createToken
  *     algorithm: sliding-log      # optional
  *     parent: auth                # optional
+ *     onStoreError: deny          # optional: allow, deny or local
  *     config:
  *       - { limit: 20, period: 60 }   # period in seconds, or a duration such as '500ms'
  *       - { limit: 5, period: 3 }
@@ -41,7 +42,7 @@ export function loadRules(source: string | URL): RulesOptions {
     const where = `${origin}: limits[${index}]`
     if (!isPlainObject(item)) throw new TollgateConfigError(`${where} must be an object, got ${describeValue(item)}`)
     rejectUnknownKeys(item, ITEM_KEYS, where)
-    const { name, config, algorithm, parent } = item
+    const { name, config, algorithm, parent, onStoreError } = item
     if (typeof name !== 'string' || name.length === 0) {
       throw new TollgateConfigError(`${where}: name must be a non-empty string, got ${describeValue(name)}`)
     }
@@ -62,6 +63,7 @@ export function loadRules(source: string | URL): RulesOptions {
       windows,
       ...(algorithm === undefined ? {} : { algorithm: algorithm as RuleOptions['algorithm'] }),
       ...(parent === undefined ? {} : { parent: parent as string }),
+      ...(onStoreError === undefined ? {} : { onStoreError: onStoreError as RuleOptions['onStoreError'] }),
     }
   })
   return rules

@@ -1,5 +1,6 @@
 import { parseDuration } from './duration.js'
 import { describeValue, TollgateConfigError } from './errors.js'
+import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-failure.js'
 
 /**
  * - `sliding-log`: exact; every admitted unit is remembered until it leaves the longest window.
@@ -50,6 +51,12 @@ export interface RuleOptions {
    * @example 'api'
    */
   parent?: string
+  /**
+   * This rule's policy when the store fails, over the limiter's: a login rule may fail closed
+   * while the rest of the API fails open.
+   * @default the limiter's onStoreError
+   */
+  onStoreError?: StoreErrorPolicy
 }
 
 export type RulesOptions = Readonly<Record<string, RuleOptions>>
@@ -64,6 +71,7 @@ export interface Rule {
   readonly algorithm: AlgorithmName
   readonly windows: readonly Window[]
   readonly parent: string | undefined
+  readonly onStoreError: StoreErrorPolicy | undefined
   /** This rule, then its parent, then the parent's parent: the order decisions report windows in. */
   readonly chain: readonly Rule[]
 }
@@ -80,7 +88,7 @@ const MAX_EXACT = Number.MAX_SAFE_INTEGER
 
 export type WarningHandler = (message: string, code: string) => void
 
-const RULE_KEYS = new Set(['algorithm', 'windows', 'parent'])
+const RULE_KEYS = new Set(['algorithm', 'windows', 'parent', 'onStoreError'])
 const WINDOW_KEYS = new Set(['limit', 'period'])
 
 export function resolveRules(options: unknown, warn: WarningHandler): ReadonlyMap<string, Rule> {
@@ -154,7 +162,11 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
     }
     seen.set(window.periodMs, index)
   })
-  return { name, algorithm: algorithm as AlgorithmName, windows, parent }
+  const onStoreError =
+    raw.onStoreError === undefined
+      ? undefined
+      : storeErrorPolicyOf(raw.onStoreError, TollgateConfigError, `${where}: onStoreError`)
+  return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError }
 }
 
 function resolveWindow(raw: unknown, where: string, algorithm: AlgorithmName): Window {

@@ -3,11 +3,13 @@ import { describeValue, TollgateError } from './errors.js'
 
 /**
  * What a decision answers when the store fails or does not answer within its bound:
- * `'allow'` lets the request through (fail open), `'deny'` refuses it (fail closed).
+ * `'allow'` lets the request through (fail open), `'deny'` refuses it (fail closed), `'local'`
+ * decides on an in-process store with the same rules until the store is back (each process then
+ * counts on its own, so N processes admit up to N times the limit meanwhile).
  */
-export type StoreErrorPolicy = 'allow' | 'deny'
+export type StoreErrorPolicy = 'allow' | 'deny' | 'local'
 
-export const STORE_ERROR_POLICIES: readonly StoreErrorPolicy[] = ['allow', 'deny']
+export const STORE_ERROR_POLICIES: readonly StoreErrorPolicy[] = ['allow', 'deny', 'local']
 
 export function storeErrorPolicyOf(
   value: unknown,
@@ -77,7 +79,7 @@ export function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> 
   })
 }
 
-export function storeFailureDecision(rule: string, cost: number, policy: StoreErrorPolicy, cause: unknown): Decision {
+export function storeFailureDecision(rule: string, cost: number, policy: 'allow' | 'deny', cause: unknown): Decision {
   const error = asStoreError(cause)
   const allowed = policy === 'allow'
   return {

@@ -123,7 +123,8 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
       const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
       if (decision.reason === 'store-error-denied')
         return respond(503, headers, storeUnavailableProblem(decision), decision)
-      if (decision.reason === 'limited' || decision.reason === 'dry-run') await onLimited?.(request, decision)
+      // Refused by a limit, on the shared store or the local fallback, or would have been in a dry run.
+      if (!decision.allowed || decision.reason === 'dry-run') await onLimited?.(request, decision)
       if (decision.allowed) return { action: 'continue', headers, decision }
       return respond(
         429,

@@ -1,0 +1,104 @@
+import { describeValue, TollgateConfigError } from './errors.js'
+import { isPlainObject, rejectUnknownKeys } from './rules.js'
+
+/**
+ * - `closed`: decisions go to the store.
+ * - `open`: the store failed repeatedly; decisions take the failure policy at once, without
+ *   waiting out a timeout each.
+ * - `half-open`: one decision is let through to probe the store; its answer closes or reopens.
+ */
+export type BreakerState = 'closed' | 'open' | 'half-open'
+
+export interface BreakerChange {
+  state: BreakerState
+  previous: BreakerState
+  /** The failure that opened the breaker. */
+  error?: Error
+}
+
+export interface CircuitBreakerOptions {
+  /**
+   * Consecutive store failures (errors or timeouts) that open the breaker.
+   * @default 3
+   */
+  failureThreshold?: number
+  /**
+   * How long the breaker stays open before one decision probes the store again. Recovery
+   * therefore takes at most this long after the store answers again.
+   * @default 500
+   */
+  probeAfterMs?: number
+}
+
+const OPTION_KEYS = new Set(['failureThreshold', 'probeAfterMs'])
+
+/** Counts consecutive failures and decides which calls may reach the store. */
+export class CircuitBreaker {
+  private state: BreakerState = 'closed'
+  private failures = 0
+  private openedAt = 0
+  private probing = false
+  private readonly failureThreshold: number
+  private readonly probeAfterMs: number
+
+  constructor(
+    options: CircuitBreakerOptions | undefined,
+    private readonly onChange: (change: BreakerChange) => void,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    const raw: unknown = options ?? {}
+    if (!isPlainObject(raw))
+      throw new TollgateConfigError(`createLimiter option breaker must be an object, got ${describeValue(raw)}`)
+    rejectUnknownKeys(raw, OPTION_KEYS, 'createLimiter option breaker')
+    const { failureThreshold = 3, probeAfterMs = 500 } = raw as CircuitBreakerOptions
+    if (!Number.isInteger(failureThreshold) || failureThreshold < 1 || failureThreshold > 1000) {
+      throw new TollgateConfigError(
+        `breaker option failureThreshold must be an integer from 1 to 1000, got ${describeValue(failureThreshold)}`,
+      )
+    }
+    if (!Number.isInteger(probeAfterMs) || probeAfterMs < 1 || probeAfterMs > 60_000) {
+      throw new TollgateConfigError(
+        `breaker option probeAfterMs must be an integer from 1 to 60000, got ${describeValue(probeAfterMs)}`,
+      )
+    }
+    this.failureThreshold = failureThreshold
+    this.probeAfterMs = probeAfterMs
+  }
+
+  get current(): BreakerState {
+    return this.state
+  }
+
+  /** Whether this call may go to the store. While half-open only one call at a time probes. */
+  tryAcquire(): boolean {
+    if (this.state === 'closed') return true
+    if (this.state === 'open') {
+      if (this.now() - this.openedAt < this.probeAfterMs) return false
+      this.move('half-open')
+    }
+    if (this.probing) return false
+    this.probing = true
+    return true
+  }
+
+  success(): void {
+    this.failures = 0
+    this.probing = false
+    if (this.state !== 'closed') this.move('closed')
+  }
+
+  failure(error: Error): void {
+    this.failures++
+    this.probing = false
+    if (this.state === 'half-open' || (this.state === 'closed' && this.failures >= this.failureThreshold)) {
+      this.openedAt = this.now()
+      this.move('open', error)
+    }
+  }
+
+  private move(state: BreakerState, error?: Error): void {
+    const previous = this.state
+    this.state = state
+    this.onChange(error ? { state, previous, error } : { state, previous })
+  }
+}
