@@ -1,3 +1,5 @@
+import type { TollgateError } from './errors.js'
+
 /**
  * - `ok`: every window had room; the cost was charged (or, for `peek`, would be).
  * - `limited`: at least one window refused; nothing was charged.
@@ -49,6 +51,6 @@ export interface Decision {
   nowMs: number
   /** Every window of the rule and its parents, for every identifier: rule order, then identifier order, then window order. Empty when the store failed. */
   windows: WindowState[]
-  /** For `store-error-*` reasons: the store's error, or the timeout. */
-  error?: Error
+  /** For `store-error-*` and `local-fallback` reasons: the store's failure (code `TG_STORE`), its original error as `cause`. */
+  error?: TollgateError
 }

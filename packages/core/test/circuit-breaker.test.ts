@@ -146,7 +146,7 @@ describe('a limiter whose store fails', () => {
       ['local-fallback', true, 0],
       ['local-fallback', false, 0],
     ])
-    expect(during[0]?.error?.code).toBe('TG_STORE')
+    expect(during[0]?.error).toMatchObject({ code: 'TG_STORE' })
     store.down = false
     vi.advanceTimersByTime(100)
     // The shared store saw one charge before the outage; the local ones stay local.
