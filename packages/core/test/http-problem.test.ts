@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { Decision, WindowState } from '../src/decision.js'
+import { TollgateError } from '../src/errors.js'
 import { quotaExceededProblem, storeUnavailableProblem } from '../src/http/problem.js'
 
 const NOW = 1_763_712_000_900
@@ -127,7 +128,7 @@ describe('storeUnavailableProblem', () => {
       retryAfterMs: 1_000,
       nowMs: NOW,
       windows: [],
-      error: new Error('connection refused'),
+      error: new TollgateError('TG_STORE', 'connection refused'),
     }
     expect(storeUnavailableProblem(denied)).toEqual({
       type: 'about:blank',
