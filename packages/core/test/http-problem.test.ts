@@ -150,7 +150,7 @@ describe('storeUnavailableProblem', () => {
       retryAfterMs: 1_000,
       nowMs: NOW,
       windows: [],
-      error: new Error('NOAUTH redis://admin:secret@10.0.0.5'),
+      error: new TollgateError('TG_STORE', 'NOAUTH redis://admin:secret@10.0.0.5'),
     }
     expect(JSON.stringify(storeUnavailableProblem(denied))).not.toContain('secret')
   })
