@@ -20,7 +20,7 @@ import {
   storeTimeoutOf,
 } from './store-failure.js'
 import { MemoryStore } from './stores/memory-store.js'
-import type { Store, StoreOperation, StoreTarget } from './stores/store.js'
+import type { Store, StoreOperation, StoreResult, StoreTarget } from './stores/store.js'
 
 export interface LimiterOptions {
   /**
@@ -184,10 +184,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /** The store's answer, unless it fails, times out, or the breaker is open: then the failure. */
-  async function guarded<T>(call: () => Promise<T>, timeoutMs: number): Promise<T> {
+  async function guarded<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (answer: T) => void): Promise<T> {
     if (!breaker.tryAcquire()) throw new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
     try {
-      const answer = await callStore(call, timeoutMs)
+      const answer = await callStore(call, timeoutMs, onLateAnswer)
       breaker.success()
       return answer
     } catch (cause) {
@@ -206,13 +206,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const { cost, dryRun, storeTimeoutMs } = resolved
       const targets = targetsOf(rule, ids)
       const request = { operation, targets, cost }
-      const evaluation = guarded(() => store.evaluate(request), storeTimeoutMs)
+      const policy = resolved.onStoreError ?? rule.onStoreError ?? onStoreError
+      // An answer after the timeout was still charged by the store; unless the policy let the
+      // request through, take that charge back so a refused request consumes nothing.
+      const undoLateCharge = (late: StoreResult) => {
+        if (policy === 'allow' || !late.allowed || !late.revert) return
+        late.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
+      }
+      const evaluation = guarded(() => store.evaluate(request), storeTimeoutMs, undoLateCharge)
       if (operation === 'refund') return toDecision(rule.name, cost, targets, await evaluation)
       let decision: Decision
       try {
         decision = toDecision(rule.name, cost, targets, await evaluation)
       } catch (error) {
-        const policy = resolved.onStoreError ?? rule.onStoreError ?? onStoreError
         if (policy !== 'local') return storeFailureDecision(rule.name, cost, policy, error)
         localStore ??= new MemoryStore()
         const local = toDecision(rule.name, cost, targets, await localStore.evaluate(request))

@@ -42,14 +42,14 @@ export function asStoreError(cause: unknown): TollgateError {
  * Calls the store and bounds the wait. A custom store that throws instead of rejecting is
  * treated the same, and every failure comes out as TG_STORE.
  */
-export function callStore<T>(call: () => Promise<T>, timeoutMs: number): Promise<T> {
+export function callStore<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
   let work: Promise<T>
   try {
     work = call()
   } catch (error) {
     return Promise.reject(asStoreError(error))
   }
-  return withTimeout(work, timeoutMs).catch((error: unknown) => Promise.reject(asStoreError(error)))
+  return withTimeout(work, timeoutMs, onLateAnswer).catch((error: unknown) => Promise.reject(asStoreError(error)))
 }
 
 /** How long a refused-for-failure client is asked to wait: about the time a store takes to come back from a blip. */
@@ -60,16 +60,18 @@ const RETRY_AFTER_STORE_ERROR_MS = 1_000
  * command already sent to Redis will still be answered), so its late rejection is observed
  * here rather than left unhandled.
  */
-export function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+export function withTimeout<T>(work: Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new TollgateError('TG_STORE', `the store did not answer within ${timeoutMs} ms`)),
-      timeoutMs,
-    )
+    let late = false
+    const timer = setTimeout(() => {
+      late = true
+      reject(new TollgateError('TG_STORE', `the store did not answer within ${timeoutMs} ms`))
+    }, timeoutMs)
     work.then(
       (value) => {
         clearTimeout(timer)
-        resolve(value)
+        if (late) onLateAnswer?.(value)
+        else resolve(value)
       },
       (error: unknown) => {
         clearTimeout(timer)

@@ -100,8 +100,12 @@ export class RedisStore implements Store {
     const keys = request.targets.map((target) => this.keyOf(target))
     const time = this.clock ? String(this.clock()) : ''
     const slots = this.cluster ? groupBySlot(keys) : []
-    if (slots.length <= 1) return this.run(request.operation, keys, request.targets, request.cost, time)
-    return this.acrossSlots(request, keys, slots, time)
+    if (slots.length > 1) return this.acrossSlots(request, keys, slots, time)
+    const result = await this.run(request.operation, keys, request.targets, request.cost, time)
+    if (request.operation === 'consume' && result.allowed && request.cost > 0) {
+      result.revert = () => this.undo(keys, request.targets, request.cost, result.nowMs)
+    }
+    return result
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -160,7 +164,25 @@ export class RedisStore implements Store {
     }
     const failure = settled.find((r) => r.status === 'rejected')
     if (failure) throw (failure as PromiseRejectedResult).reason
-    return mergeSlots(parts, results as StoreResult[], allowed, targets.length)
+    const merged = mergeSlots(parts, results as StoreResult[], allowed, targets.length)
+    if (operation === 'consume' && allowed && cost > 0) {
+      merged.revert = async () => {
+        await Promise.all(
+          parts.map((part, i) => this.undo(part.keys, part.targets, cost, (results[i] as StoreResult).nowMs)),
+        )
+      }
+    }
+    return merged
+  }
+
+  /** Takes back a consume charged at `nowMs` (the time its script ran) on these keys. */
+  private async undo(
+    keys: readonly string[],
+    targets: readonly StoreTarget[],
+    cost: number,
+    nowMs: number,
+  ): Promise<void> {
+    await this.run('undo', keys, targets, cost, String(nowMs))
   }
 
   private argsOf(target: StoreTarget): string[] {

@@ -38,6 +38,12 @@ export interface StoreResult {
   nowMs: number
   /** One entry per window, targets in request order, windows in rule order. */
   windows: StoreWindowResult[]
+  /**
+   * For a `consume` that charged: takes back exactly that charge. The limiter calls it when the
+   * answer came after the decision stopped waiting and refused (or decided locally) without it,
+   * so that a refused request consumes nothing even then.
+   */
+  revert?: () => Promise<void>
 }
 
 /**
