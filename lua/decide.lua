@@ -23,7 +23,8 @@
 --#include lib/bucket.lua
 --#include lib/sliding_log.lua
 
-local algorithms = { sl = sliding_log, fw = fixed_window, sw = sliding_window, tb = bucket }
+local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
+local algorithms = {}
 
 local operation = ARGV[1]
 local cost = tonumber(ARGV[2])
@@ -36,7 +37,12 @@ end
 local targets = {}
 local arg = 4
 for i = 1, #KEYS do
-  local algorithm = algorithms[ARGV[arg]]
+  local code = ARGV[arg]
+  local algorithm = algorithms[code]
+  if not algorithm then
+    algorithm = modules[code]()
+    algorithms[code] = algorithm
+  end
   local count = tonumber(ARGV[arg + 1])
   local windows = {}
   arg = arg + 2

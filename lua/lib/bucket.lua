@@ -2,82 +2,86 @@
 -- Mirrors algorithms/bucket.ts. The level counts 1/(period/g) of a token, g = gcd(limit,
 -- period), so a millisecond refills a whole number of units and comparisons stay exact.
 
-local function bucket_scale(w)
-  if not w.per_token then
-    local g = gcd(w.limit, w.period)
-    w.per_token = w.period / g
-    w.per_ms = w.limit / g
-    w.capacity = w.limit * w.per_token
-  end
-  return w.per_token, w.per_ms, w.capacity
-end
-
-local function bucket_current(state, w, now)
-  local _, per_ms, capacity = bucket_scale(w)
-  local stored = state[w.period]
-  if not stored then
-    return capacity, now
-  end
-  -- A measurement from a faster clock is not refilled backwards.
-  local at = math.max(now, stored[2])
-  return math.min(capacity, stored[1] + (at - stored[2]) * per_ms), at
-end
-
-local bucket = {}
-
-function bucket.load(key)
-  return decode_counters(redis.call('GET', key), 2)
-end
-
-function bucket.fits_at(state, w, now, need)
-  if need > w.limit then
-    return NEVER
-  end
-  local per_token, per_ms = bucket_scale(w)
-  local level, at = bucket_current(state, w, now)
-  local deficit = need * per_token - level
-  if deficit <= 0 then
-    return now
-  end
-  return at + math.ceil(deficit / per_ms)
-end
-
-function bucket.remaining(state, w, now)
-  local per_token = bucket_scale(w)
-  local level = bucket_current(state, w, now)
-  return math.floor(level / per_token)
-end
-
-function bucket.charge(state, windows, now, cost)
-  for _, w in ipairs(windows) do
-    local per_token = bucket_scale(w)
-    local level, at = bucket_current(state, w, now)
-    state[w.period] = { level - cost * per_token, at }
-  end
-  return state
-end
-
-function bucket.refund(state, windows, now, cost)
-  for _, w in ipairs(windows) do
-    local per_token, _, capacity = bucket_scale(w)
-    local level, at = bucket_current(state, w, now)
-    state[w.period] = { math.min(capacity, level + cost * per_token), at }
-  end
-  return state
-end
-
--- Tokens taken at `now` go back whenever the undo runs: the level is measured from the later
--- of `now` and the last measurement, so no refill is counted twice.
-bucket.undo = bucket.refund
-
-function bucket.save(key, state, windows, now)
-  local latest = 0
-  for _, w in ipairs(windows) do
-    local stored = state[w.period]
-    if stored then
-      local _, per_ms, capacity = bucket_scale(w)
-      latest = math.max(latest, stored[2] + math.ceil((capacity - stored[1]) / per_ms))
+-- Built only when a decision uses it: closures cost Redis time on every call they are made.
+local function bucket_module()
+  local function bucket_scale(w)
+    if not w.per_token then
+      local g = gcd(w.limit, w.period)
+      w.per_token = w.period / g
+      w.per_ms = w.limit / g
+      w.capacity = w.limit * w.per_token
     end
+    return w.per_token, w.per_ms, w.capacity
   end
-  save_counters(key, state, windows, now, latest)
+
+  local function bucket_current(state, w, now)
+    local _, per_ms, capacity = bucket_scale(w)
+    local stored = state[w.period]
+    if not stored then
+      return capacity, now
+    end
+    -- A measurement from a faster clock is not refilled backwards.
+    local at = math.max(now, stored[2])
+    return math.min(capacity, stored[1] + (at - stored[2]) * per_ms), at
+  end
+
+  local bucket = {}
+
+  function bucket.load(key)
+    return decode_counters(redis.call('GET', key), 2)
+  end
+
+  function bucket.fits_at(state, w, now, need)
+    if need > w.limit then
+      return NEVER
+    end
+    local per_token, per_ms = bucket_scale(w)
+    local level, at = bucket_current(state, w, now)
+    local deficit = need * per_token - level
+    if deficit <= 0 then
+      return now
+    end
+    return at + math.ceil(deficit / per_ms)
+  end
+
+  function bucket.remaining(state, w, now)
+    local per_token = bucket_scale(w)
+    local level = bucket_current(state, w, now)
+    return math.floor(level / per_token)
+  end
+
+  function bucket.charge(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local per_token = bucket_scale(w)
+      local level, at = bucket_current(state, w, now)
+      state[w.period] = { level - cost * per_token, at }
+    end
+    return state
+  end
+
+  function bucket.refund(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local per_token, _, capacity = bucket_scale(w)
+      local level, at = bucket_current(state, w, now)
+      state[w.period] = { math.min(capacity, level + cost * per_token), at }
+    end
+    return state
+  end
+
+  -- Tokens taken at `now` go back whenever the undo runs: the level is measured from the later
+  -- of `now` and the last measurement, so no refill is counted twice.
+  bucket.undo = bucket.refund
+
+  function bucket.save(key, state, windows, now)
+    local latest = 0
+    for _, w in ipairs(windows) do
+      local stored = state[w.period]
+      if stored then
+        local _, per_ms, capacity = bucket_scale(w)
+        latest = math.max(latest, stored[2] + math.ceil((capacity - stored[1]) / per_ms))
+      end
+    end
+    save_counters(key, state, windows, now, latest)
+  end
+  return bucket
 end

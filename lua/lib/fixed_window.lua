@@ -1,71 +1,75 @@
 -- Fixed window: per period, {window index, count}. Mirrors algorithms/fixed-window.ts.
 
-local function fw_current(state, w, now)
-  local index = math.floor(now / w.period)
-  local stored = state[w.period]
-  -- A state written by a faster clock keeps its window rather than being reset.
-  if stored and stored[1] >= index then
-    return stored[1], stored[2]
-  end
-  return index, 0
-end
-
-local fixed_window = {}
-
-function fixed_window.load(key)
-  return decode_counters(redis.call('GET', key), 2)
-end
-
-function fixed_window.fits_at(state, w, now, need)
-  if need > w.limit then
-    return NEVER
-  end
-  local index, count = fw_current(state, w, now)
-  if count + need <= w.limit then
-    return now
-  end
-  return (index + 1) * w.period
-end
-
-function fixed_window.remaining(state, w, now)
-  local _, count = fw_current(state, w, now)
-  return math.max(0, w.limit - count)
-end
-
-function fixed_window.charge(state, windows, now, cost)
-  for _, w in ipairs(windows) do
-    local index, count = fw_current(state, w, now)
-    state[w.period] = { index, count + cost }
-  end
-  return state
-end
-
-function fixed_window.refund(state, windows, now, cost)
-  for _, w in ipairs(windows) do
-    local index, count = fw_current(state, w, now)
-    state[w.period] = { index, math.max(0, count - cost) }
-  end
-  return state
-end
-
--- Takes back a charge made at `now` by this decision, only from the window it went to.
-function fixed_window.undo(state, windows, now, cost)
-  for _, w in ipairs(windows) do
+-- Built only when a decision uses it: closures cost Redis time on every call they are made.
+local function fixed_window_module()
+  local function fw_current(state, w, now)
+    local index = math.floor(now / w.period)
     local stored = state[w.period]
-    if stored and stored[1] == math.floor(now / w.period) then
-      stored[2] = math.max(0, stored[2] - cost)
+    -- A state written by a faster clock keeps its window rather than being reset.
+    if stored and stored[1] >= index then
+      return stored[1], stored[2]
     end
+    return index, 0
   end
-  return state
-end
 
-function fixed_window.save(key, state, windows, now)
-  local latest = 0
-  for _, w in ipairs(windows) do
-    local stored = state[w.period]
-    if stored and stored[2] > 0 then
-      latest = math.max(latest, (stored[1] + 1) * w.period)
-    end
+  local fixed_window = {}
+
+  function fixed_window.load(key)
+    return decode_counters(redis.call('GET', key), 2)
   end
-  save_counters(key, state, windows, now, latest)
+
+  function fixed_window.fits_at(state, w, now, need)
+    if need > w.limit then
+      return NEVER
+    end
+    local index, count = fw_current(state, w, now)
+    if count + need <= w.limit then
+      return now
+    end
+    return (index + 1) * w.period
+  end
+
+  function fixed_window.remaining(state, w, now)
+    local _, count = fw_current(state, w, now)
+    return math.max(0, w.limit - count)
+  end
+
+  function fixed_window.charge(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local index, count = fw_current(state, w, now)
+      state[w.period] = { index, count + cost }
+    end
+    return state
+  end
+
+  function fixed_window.refund(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local index, count = fw_current(state, w, now)
+      state[w.period] = { index, math.max(0, count - cost) }
+    end
+    return state
+  end
+
+  -- Takes back a charge made at `now` by this decision, only from the window it went to.
+  function fixed_window.undo(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local stored = state[w.period]
+      if stored and stored[1] == math.floor(now / w.period) then
+        stored[2] = math.max(0, stored[2] - cost)
+      end
+    end
+    return state
+  end
+
+  function fixed_window.save(key, state, windows, now)
+    local latest = 0
+    for _, w in ipairs(windows) do
+      local stored = state[w.period]
+      if stored and stored[2] > 0 then
+        latest = math.max(latest, (stored[1] + 1) * w.period)
+      end
+    end
+    save_counters(key, state, windows, now, latest)
+  end
+  return fixed_window
 end

@@ -2,96 +2,100 @@
 -- Mirrors algorithms/sliding-window.ts: the previous count is weighted by its overlap with the
 -- sliding window, and every comparison is multiplied through by the period to stay in integers.
 
-local function sw_current(state, w, now)
-  local index = math.floor(now / w.period)
-  local stored = state[w.period]
-  if not stored then
-    return index, 0, 0
-  end
-  if stored[1] >= index then
-    return stored[1], stored[2], stored[3]
-  end
-  if stored[1] == index - 1 then
-    return index, 0, stored[2]
-  end
-  return index, 0, 0
-end
-
-local function sw_overlap(w, index, now)
-  return w.period - math.max(0, now - index * w.period)
-end
-
-local sliding_window = {}
-
-function sliding_window.load(key)
-  return decode_counters(redis.call('GET', key), 3)
-end
-
-function sliding_window.fits_at(state, w, now, need)
-  if need > w.limit then
-    return NEVER
-  end
-  local index, count, previous = sw_current(state, w, now)
-  local room = (w.limit - need - count) * w.period
-  if room >= 0 then
-    if previous * sw_overlap(w, index, now) <= room then
-      return now
-    end
-    return math.max(now, (index + 1) * w.period - math.floor(room / previous))
-  end
-  -- Only once this window has become the previous one can its count decay enough.
-  return (index + 2) * w.period - math.floor(((w.limit - need) * w.period) / count)
-end
-
-function sliding_window.remaining(state, w, now)
-  local index, count, previous = sw_current(state, w, now)
-  local free = w.limit * w.period - count * w.period - previous * sw_overlap(w, index, now)
-  return math.max(0, math.floor(free / w.period))
-end
-
-function sliding_window.charge(state, windows, now, cost)
-  for _, w in ipairs(windows) do
-    local index, count, previous = sw_current(state, w, now)
-    state[w.period] = { index, count + cost, previous }
-  end
-  return state
-end
-
-function sliding_window.refund(state, windows, now, cost)
-  for _, w in ipairs(windows) do
-    local index, count, previous = sw_current(state, w, now)
-    state[w.period] = { index, math.max(0, count - cost), previous }
-  end
-  return state
-end
-
--- Takes back a charge made at `now`: from the current count, or from the previous one if the
--- window has moved on since.
-function sliding_window.undo(state, windows, now, cost)
-  for _, w in ipairs(windows) do
+-- Built only when a decision uses it: closures cost Redis time on every call they are made.
+local function sliding_window_module()
+  local function sw_current(state, w, now)
     local index = math.floor(now / w.period)
     local stored = state[w.period]
-    if stored and stored[1] == index then
-      stored[2] = math.max(0, stored[2] - cost)
-    elseif stored and stored[1] == index + 1 then
-      stored[3] = math.max(0, stored[3] - cost)
+    if not stored then
+      return index, 0, 0
     end
+    if stored[1] >= index then
+      return stored[1], stored[2], stored[3]
+    end
+    if stored[1] == index - 1 then
+      return index, 0, stored[2]
+    end
+    return index, 0, 0
   end
-  return state
-end
 
-function sliding_window.save(key, state, windows, now)
-  local latest = 0
-  for _, w in ipairs(windows) do
-    local stored = state[w.period]
-    if stored and (stored[2] > 0 or stored[3] > 0) then
-      -- The current count still weighs on the next window, as its previous one.
-      local span = 1
-      if stored[2] > 0 then
-        span = 2
-      end
-      latest = math.max(latest, (stored[1] + span) * w.period)
-    end
+  local function sw_overlap(w, index, now)
+    return w.period - math.max(0, now - index * w.period)
   end
-  save_counters(key, state, windows, now, latest)
+
+  local sliding_window = {}
+
+  function sliding_window.load(key)
+    return decode_counters(redis.call('GET', key), 3)
+  end
+
+  function sliding_window.fits_at(state, w, now, need)
+    if need > w.limit then
+      return NEVER
+    end
+    local index, count, previous = sw_current(state, w, now)
+    local room = (w.limit - need - count) * w.period
+    if room >= 0 then
+      if previous * sw_overlap(w, index, now) <= room then
+        return now
+      end
+      return math.max(now, (index + 1) * w.period - math.floor(room / previous))
+    end
+    -- Only once this window has become the previous one can its count decay enough.
+    return (index + 2) * w.period - math.floor(((w.limit - need) * w.period) / count)
+  end
+
+  function sliding_window.remaining(state, w, now)
+    local index, count, previous = sw_current(state, w, now)
+    local free = w.limit * w.period - count * w.period - previous * sw_overlap(w, index, now)
+    return math.max(0, math.floor(free / w.period))
+  end
+
+  function sliding_window.charge(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local index, count, previous = sw_current(state, w, now)
+      state[w.period] = { index, count + cost, previous }
+    end
+    return state
+  end
+
+  function sliding_window.refund(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local index, count, previous = sw_current(state, w, now)
+      state[w.period] = { index, math.max(0, count - cost), previous }
+    end
+    return state
+  end
+
+  -- Takes back a charge made at `now`: from the current count, or from the previous one if the
+  -- window has moved on since.
+  function sliding_window.undo(state, windows, now, cost)
+    for _, w in ipairs(windows) do
+      local index = math.floor(now / w.period)
+      local stored = state[w.period]
+      if stored and stored[1] == index then
+        stored[2] = math.max(0, stored[2] - cost)
+      elseif stored and stored[1] == index + 1 then
+        stored[3] = math.max(0, stored[3] - cost)
+      end
+    end
+    return state
+  end
+
+  function sliding_window.save(key, state, windows, now)
+    local latest = 0
+    for _, w in ipairs(windows) do
+      local stored = state[w.period]
+      if stored and (stored[2] > 0 or stored[3] > 0) then
+        -- The current count still weighs on the next window, as its previous one.
+        local span = 1
+        if stored[2] > 0 then
+          span = 2
+        end
+        latest = math.max(latest, (stored[1] + span) * w.period)
+      end
+    end
+    save_counters(key, state, windows, now, latest)
+  end
+  return sliding_window
 end
