@@ -24,6 +24,8 @@ export interface SpawnRedisProcessOptions {
   args?: readonly string[]
   /** @default 65535 */
   maxPort?: number
+  /** A fixed port, e.g. to restart a server where its clients expect it; no other port is tried. */
+  port?: number
 }
 
 export interface SpawnedRedisProcess {
@@ -63,8 +65,8 @@ const MAX_PORT = 65_535
  */
 export async function spawnRedisProcess(options: SpawnRedisProcessOptions): Promise<SpawnedRedisProcess> {
   let lastPortError: Error | undefined
-  for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
-    const port = await findFreePortAtMost(options.maxPort ?? MAX_PORT)
+  for (let attempt = 0; attempt < (options.port === undefined ? PORT_ATTEMPTS : 1); attempt++) {
+    const port = options.port ?? (await findFreePortAtMost(options.maxPort ?? MAX_PORT))
     const dir = await mkdtemp(join(tmpdir(), options.dirPrefix))
     const started = await startOnPort(options, port, dir)
     if (started.outcome === 'ready') return started.process

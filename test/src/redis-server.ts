@@ -2,6 +2,8 @@ import { HOST } from './redis-host.js'
 import { type SpawnedRedisProcess, spawnRedisProcess } from './redis-process.js'
 
 export interface SpawnRedisServerOptions {
+  /** A fixed port, to restart a killed server where its clients will reconnect. @default a free one */
+  port?: number
   /**
    * Arguments placed after the defaults (`--port`, `--bind 127.0.0.1`, `--save ""`,
    * `--appendonly no`, `--daemonize no`, `--dir <temporary>`); redis-server lets a later argument
@@ -34,6 +36,7 @@ export async function spawnRedisServer(options: SpawnRedisServerOptions = {}): P
     dirPrefix: 'tollgate-redis-',
     args,
     maxPort: isClusterNode(args) ? MAX_CLUSTER_NODE_PORT : undefined,
+    port: options.port,
   })
   return { ...server, host: HOST, url: `redis://${HOST}:${server.port}` }
 }
