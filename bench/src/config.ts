@@ -1,0 +1,56 @@
+/** How long and how often each measure runs: a full run takes about ten minutes, `--quick` about one. */
+export interface BenchConfig {
+  quick: boolean
+  decisions: {
+    /** Once per contender and scenario, before its first repetition. */
+    warmupMs: number
+    measureMs: number
+    repetitions: number
+    inFlight: readonly number[]
+  }
+  commands: { warmupDecisions: number; decisions: number }
+  http: {
+    connections: number
+    /** Once per server, before the repetitions. */
+    warmupSeconds: number
+    seconds: number
+    repetitions: number
+  }
+  /** Identifiers per number of hits: 50 hits on 10,000 identifiers would take minutes at Tollgate's rate on Redis. */
+  bytes: { runs: ReadonlyArray<{ hits: number; identifiers: number }> }
+  exactness: { processes: number; perProcess: number; limit: number }
+  redisBenchmark: { requests: number; pipeline: number; clients: number }
+}
+
+export function configOf(quick: boolean): BenchConfig {
+  return {
+    quick,
+    decisions: {
+      warmupMs: quick ? 60 : 300,
+      measureMs: quick ? 120 : 500,
+      repetitions: quick ? 1 : 3,
+      // A quick look keeps the concurrency the targets are set at.
+      inFlight: quick ? [256] : [1, 256],
+    },
+    commands: { warmupDecisions: 200, decisions: quick ? 500 : 2_000 },
+    // Express takes about two seconds of load to reach its pace.
+    http: { connections: 64, warmupSeconds: quick ? 1 : 3, seconds: quick ? 1 : 2.5, repetitions: quick ? 1 : 3 },
+    bytes: {
+      runs: quick
+        ? [
+            { hits: 1, identifiers: 1_000 },
+            { hits: 50, identifiers: 200 },
+          ]
+        : [
+            { hits: 1, identifiers: 10_000 },
+            { hits: 50, identifiers: 2_000 },
+          ],
+    },
+    exactness: { processes: 4, perProcess: 1_000, limit: 1_000 },
+    redisBenchmark: { requests: quick ? 50_000 : 200_000, pipeline: 16, clients: 50 },
+  }
+}
+
+export const LIMIT_NEVER_REACHED = 1_000_000_000
+export const PERIOD_MS = 60_000
+export const IDENTIFIER_COUNT = 10_000

@@ -1,0 +1,54 @@
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  createLimiter,
+  MemoryStore,
+  RedisStore,
+  type WindowOptions,
+} from '@tollgate/core'
+import { type Contender, requireClient, type SetupOptions, type StoreKind } from './contender.js'
+
+/**
+ * Long enough that a slow answer on a busy machine is measured as slow rather than replaced by
+ * a fail-open decision; the timer it arms per decision costs the same whatever its length.
+ */
+export const STORE_TIMEOUT_MS = 60_000
+
+/** The `two-by-two` rule: the first window as given, the second a tenth of it over a sixtieth of the period. */
+export function windowsOf(options: Pick<SetupOptions, 'shape' | 'limit' | 'periodMs'>): WindowOptions[] {
+  const first = { limit: options.limit, period: options.periodMs }
+  if (options.shape === 'one-window') return [first]
+  return [first, { limit: Math.max(1, Math.ceil(options.limit / 10)), period: Math.max(1_000, options.periodMs / 60) }]
+}
+
+function tollgate(store: StoreKind, algorithm: AlgorithmName): Contender {
+  return {
+    id: `tollgate/${store}/${algorithm}`,
+    library: 'Tollgate',
+    variant: `${algorithm} (${store === 'redis' ? 'RedisStore' : 'MemoryStore'})`,
+    store,
+    role: 'tollgate',
+    shapes: ['one-window', 'two-by-two'],
+    call: `limiter.consume(rule, identifiers) with ${store === 'redis' ? 'RedisStore' : 'MemoryStore'}`,
+    async setup(options) {
+      const limiter = createLimiter({
+        store: store === 'redis' ? new RedisStore({ client: requireClient(options, this.id) }) : new MemoryStore(),
+        rules: { r: { algorithm, windows: windowsOf(options) } },
+        storeTimeoutMs: STORE_TIMEOUT_MS,
+        onWarning: () => {},
+      })
+      return {
+        async decide(identifiers) {
+          const decision = await limiter.consume('r', identifiers)
+          if (decision.error) throw decision.error
+          return decision.allowed
+        },
+        teardown: () => limiter.close(),
+      }
+    },
+  }
+}
+
+export const tollgateContenders: readonly Contender[] = (['redis', 'memory'] as const).flatMap((store) =>
+  ALGORITHMS.map((algorithm) => tollgate(store, algorithm)),
+)

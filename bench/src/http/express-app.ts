@@ -1,0 +1,48 @@
+import { MemoryStore, RedisStore } from '@tollgate/core'
+import { rateLimit as tollgate } from '@tollgate/express'
+import express, { type RequestHandler } from 'express'
+import { rateLimit } from 'express-rate-limit'
+import type { Redis } from 'ioredis'
+import { RedisStore as RateLimitRedis, type RedisReply } from 'rate-limit-redis'
+import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, type Variant } from './variants.js'
+
+async function limiterOf(variant: Variant, client: Redis | undefined): Promise<RequestHandler | undefined> {
+  const windows = [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }]
+  switch (variant) {
+    case 'none':
+      return undefined
+    case 'incumbent-memory':
+      return rateLimit({ windowMs: HTTP_PERIOD_MS, limit: HTTP_LIMIT })
+    case 'incumbent-redis':
+      return rateLimit({
+        windowMs: HTTP_PERIOD_MS,
+        limit: HTTP_LIMIT,
+        store: new RateLimitRedis({
+          sendCommand: (command: string, ...args: string[]) => client!.call(command, ...args) as Promise<RedisReply>,
+        }),
+      })
+    case 'tollgate-memory':
+      return tollgate({ windows, store: new MemoryStore(), storeTimeoutMs: STORE_TIMEOUT_MS })
+    case 'tollgate-redis':
+      return tollgate({ windows, store: new RedisStore({ client: client! }), storeTimeoutMs: STORE_TIMEOUT_MS })
+    case 'ceiling': {
+      const check = await ceilingCheck(client!)
+      return (req, res, next) => {
+        check(req.ip ?? '').then((admitted) => (admitted ? next() : res.status(429).end()), next)
+      }
+    }
+  }
+}
+
+export async function startExpress(variant: Variant, client: Redis | undefined): Promise<number> {
+  const app = express()
+  const limiter = await limiterOf(variant, client)
+  if (limiter) app.use(limiter)
+  app.get('/', (_req, res) => {
+    res.send('ok')
+  })
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port))
+  })
+}

@@ -1,0 +1,50 @@
+import { createRequire } from 'node:module'
+import { MemoryStore, RedisStore } from '@tollgate/core'
+import { tollgate } from '@tollgate/fastify'
+import Fastify, { type FastifyPluginAsync } from 'fastify'
+import type { Redis } from 'ioredis'
+import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, type Variant } from './variants.js'
+
+// Loaded without its types: they and @tollgate/fastify's both declare FastifyContextConfig's
+// `rateLimit`, differently, so one program cannot typecheck with both (no app has both).
+const fastifyRateLimit = createRequire(import.meta.url)('@fastify/rate-limit') as FastifyPluginAsync<{
+  max: number
+  timeWindow: number
+  redis?: Redis
+}>
+
+export async function startFastify(variant: Variant, client: Redis | undefined): Promise<number> {
+  const app = Fastify()
+  const windows = [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }]
+  switch (variant) {
+    case 'none':
+      break
+    case 'incumbent-memory':
+      await app.register(fastifyRateLimit, { max: HTTP_LIMIT, timeWindow: HTTP_PERIOD_MS })
+      break
+    case 'incumbent-redis':
+      await app.register(fastifyRateLimit, { max: HTTP_LIMIT, timeWindow: HTTP_PERIOD_MS, redis: client })
+      break
+    case 'tollgate-memory':
+      await app.register(tollgate, { windows, store: new MemoryStore(), storeTimeoutMs: STORE_TIMEOUT_MS })
+      break
+    case 'tollgate-redis':
+      await app.register(tollgate, {
+        windows,
+        store: new RedisStore({ client: client! }),
+        storeTimeoutMs: STORE_TIMEOUT_MS,
+      })
+      break
+    case 'ceiling': {
+      const check = await ceilingCheck(client!)
+      app.addHook('onRequest', async (request, reply) => {
+        if (!(await check(request.ip))) return reply.code(429).send()
+      })
+      break
+    }
+  }
+  app.get('/', async () => 'ok')
+  const address = await app.listen({ host: '127.0.0.1', port: 0 })
+  return Number(new URL(address).port)
+}

@@ -1,0 +1,48 @@
+import { MemoryStore, RedisStore } from '@tollgate/core'
+import { rateLimit as tollgate } from '@tollgate/koa'
+import type { Redis } from 'ioredis'
+import Koa, { type Middleware } from 'koa'
+import ratelimit from 'koa-ratelimit'
+import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, type Variant } from './variants.js'
+
+async function limiterOf(variant: Variant, client: Redis | undefined): Promise<Middleware | undefined> {
+  const windows = [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }]
+  switch (variant) {
+    case 'none':
+      return undefined
+    case 'incumbent-memory':
+      return ratelimit({ driver: 'memory', db: new Map(), duration: HTTP_PERIOD_MS, max: HTTP_LIMIT })
+    case 'incumbent-redis':
+      // @types/koa-ratelimit types `db` with ioredis 4's types; the ioredis 5 client is what it runs with.
+      return ratelimit({
+        driver: 'redis',
+        db: client as unknown as ratelimit.MiddlewareOptions['db'],
+        duration: HTTP_PERIOD_MS,
+        max: HTTP_LIMIT,
+      })
+    case 'tollgate-memory':
+      return tollgate({ windows, store: new MemoryStore(), storeTimeoutMs: STORE_TIMEOUT_MS })
+    case 'tollgate-redis':
+      return tollgate({ windows, store: new RedisStore({ client: client! }), storeTimeoutMs: STORE_TIMEOUT_MS })
+    case 'ceiling': {
+      const check = await ceilingCheck(client!)
+      return async (ctx, next) => {
+        if (await check(ctx.ip)) return next()
+        ctx.status = 429
+      }
+    }
+  }
+}
+
+export async function startKoa(variant: Variant, client: Redis | undefined): Promise<number> {
+  const app = new Koa()
+  const limiter = await limiterOf(variant, client)
+  if (limiter) app.use(limiter)
+  app.use((ctx) => {
+    ctx.body = 'ok'
+  })
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port))
+  })
+}

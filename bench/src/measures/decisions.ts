@@ -1,0 +1,120 @@
+import { type BenchConfig, LIMIT_NEVER_REACHED, PERIOD_MS } from '../config.js'
+import type { Contender, Decider, RuleShape } from '../contenders/contender.js'
+import { CONTENDERS } from '../contenders/index.js'
+import { driveFor } from '../drive.js'
+import { redisCpuSeconds } from '../redis-info.js'
+import { rotate } from '../stats.js'
+import { identifiersOf, type KeySpread } from '../workload.js'
+import type { MeasureContext } from './context.js'
+
+export interface DecisionScenario {
+  shape: RuleShape
+  spread: KeySpread
+  inFlight: number
+}
+
+export interface DecisionCell extends DecisionScenario {
+  contender: string
+  /** Per repetition. */
+  perSecond: number[]
+  /** This process's CPU per decision, µs, per repetition. */
+  clientCpuUs: number[]
+  /** Redis's CPU per decision, µs, per repetition. */
+  redisCpuUs: number[]
+  decisions: number
+  refused: number
+  errors: number
+  firstError?: string
+}
+
+export function decisionScenarios(config: BenchConfig): DecisionScenario[] {
+  const scenarios: DecisionScenario[] = []
+  for (const shape of ['one-window', 'two-by-two'] as const)
+    for (const spread of ['many', 'hot'] as const)
+      for (const inFlight of config.decisions.inFlight) scenarios.push({ shape, spread, inFlight })
+  return scenarios
+}
+
+function contendersFor(shape: RuleShape): Contender[] {
+  return CONTENDERS.filter((contender) => contender.shapes.includes(shape))
+}
+
+export function decisionUnits(config: BenchConfig): number {
+  return decisionScenarios(config).reduce(
+    (sum, s) => sum + contendersFor(s.shape).length * (1 + config.decisions.repetitions),
+    0,
+  )
+}
+
+/**
+ * Measure 1: decisions per second at each library's own API. Per scenario every contender is
+ * set up, warmed up once, then measured `repetitions` times in an order rotated each repetition,
+ * with Redis flushed before each measurement.
+ */
+export async function measureDecisions(context: MeasureContext): Promise<DecisionCell[]> {
+  const { config, client, admin, progress } = context
+  const phase = progress.phase('decisions/s', decisionUnits(config))
+  const cells: DecisionCell[] = []
+  for (const scenario of decisionScenarios(config)) {
+    const contenders = contendersFor(scenario.shape)
+    const ids = identifiersOf(scenario.shape, scenario.spread)
+    const deciders = new Map<string, Decider>()
+    const byContender = new Map<string, DecisionCell>()
+    const where = `${scenario.shape}, ${scenario.spread}, ${scenario.inFlight} in flight`
+    for (const contender of contenders) {
+      deciders.set(
+        contender.id,
+        await contender.setup({
+          client: contender.store === 'redis' ? client : undefined,
+          shape: scenario.shape,
+          limit: LIMIT_NEVER_REACHED,
+          periodMs: PERIOD_MS,
+        }),
+      )
+      const cell: DecisionCell = {
+        ...scenario,
+        contender: contender.id,
+        perSecond: [],
+        clientCpuUs: [],
+        redisCpuUs: [],
+        decisions: 0,
+        refused: 0,
+        errors: 0,
+      }
+      byContender.set(contender.id, cell)
+      cells.push(cell)
+    }
+    for (const contender of contenders) {
+      phase.note(`warm-up ${contender.id} (${where})`)
+      await admin.flushall()
+      await driveFor(deciders.get(contender.id) as Decider, ids, scenario.inFlight, config.decisions.warmupMs)
+      phase.tick()
+    }
+    for (let rep = 0; rep < config.decisions.repetitions; rep++) {
+      for (const contender of rotate(contenders, rep)) {
+        phase.note(`${contender.id} (${where}) rep ${rep + 1}`)
+        await admin.flushall()
+        const redisBefore = await redisCpuSeconds(admin)
+        const run = await driveFor(
+          deciders.get(contender.id) as Decider,
+          ids,
+          scenario.inFlight,
+          config.decisions.measureMs,
+        )
+        const redisUsed = (await redisCpuSeconds(admin)) - redisBefore
+        const cell = byContender.get(contender.id) as DecisionCell
+        cell.perSecond.push(run.decisions / run.seconds)
+        cell.clientCpuUs.push((run.cpuSeconds / Math.max(1, run.decisions)) * 1e6)
+        cell.redisCpuUs.push((redisUsed / Math.max(1, run.decisions)) * 1e6)
+        cell.decisions += run.decisions
+        cell.refused += run.decisions - run.admitted
+        cell.errors += run.errors
+        if (run.firstError !== undefined && cell.firstError === undefined) cell.firstError = String(run.firstError)
+        phase.tick()
+      }
+    }
+    for (const decider of deciders.values()) await decider.teardown()
+  }
+  phase.done()
+  return cells
+}

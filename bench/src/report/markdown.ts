@@ -1,0 +1,260 @@
+import { labelOf, type RuleShape } from '../contenders/contender.js'
+import { CONTENDERS } from '../contenders/index.js'
+import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
+import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
+import type { DecisionScenario } from '../measures/decisions.js'
+import type { BenchResults } from '../results.js'
+import { median } from '../stats.js'
+import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
+import { decimal, integer, ratio, spread, table } from './format.js'
+import { contenderOf, fastestIncumbent, sameScenario } from './lookup.js'
+import { targetsOf } from './targets.js'
+
+function scenariosOf(results: BenchResults, shape: RuleShape): DecisionScenario[] {
+  const seen: DecisionScenario[] = []
+  for (const cell of results.decisions) {
+    if (cell.shape === shape && !seen.some((s) => sameScenario(s, cell)))
+      seen.push({ shape, spread: cell.spread, inFlight: cell.inFlight })
+  }
+  return seen
+}
+
+function scenarioHead(scenario: DecisionScenario): string {
+  return `${scenario.inFlight} in flight, ${KEY_SPREAD_LABEL[scenario.spread]}`
+}
+
+function machineSection(results: BenchResults): string {
+  const m = results.machine
+  const c = results.config
+  return [
+    `- **Date**: ${results.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}, ${Math.round(results.seconds)} s`,
+    `- **Command**: \`${results.command}\`${c.quick ? ' (quick: short runs, one repetition, 256 in flight only, fewer identifiers in the bytes measure)' : ''}`,
+    `- **Machine**: ${m.cpus} CPUs (\`nproc\`), ${m.cpuModel}, ${m.memoryGiB} GiB, ${m.os}; 1-minute load average ${m.loadAverage.start.toFixed(2)} at the start, ${m.loadAverage.end.toFixed(2)} at the end${m.loadAverage.start > m.cpus * 0.5 || m.loadAverage.end > m.cpus * 0.5 ? ' (**the machine was busy with other work**: absolute figures are low and noisy, ratios within one run hold better)' : ''}`,
+    `- **Software**: Node ${m.node}, Redis ${m.redis} (started by the bench on 127.0.0.1, no persistence), ${Object.entries(
+      m.packages,
+    )
+      .map(([name, version]) => `${name} ${version}`)
+      .join(', ')}; Tollgate ${m.tollgate ?? 'run from the workspace source by tsx'}`,
+    `- **Method**: every contender runs in the same run against the same redis-server. Each library gets the same ioredis client options: ioredis's defaults (\`new Redis(url)\`), one shared client. Per scenario each contender is warmed up once, then measured ${c.decisions.repetitions} time${c.decisions.repetitions === 1 ? '' : 's'} for ${c.decisions.measureMs} ms in an order rotated each repetition, Redis flushed before each measurement; tables give the median, and ±, where shown, is half the min–max range over the median. Tollgate is given \`storeTimeoutMs: ${STORE_TIMEOUT_MS}\` so that a slow answer is measured as slow rather than replaced by a fail-open decision; its per-decision timer is armed all the same.`,
+  ].join('\n')
+}
+
+function targetsSection(results: BenchResults): string {
+  const rows = targetsOf(results).map((row) => [
+    row.met ? '**met**' : '**missed**',
+    row.target,
+    row.measured,
+    row.met ? ratio(row.ratio) : `${ratio(row.ratio)} (${Math.round((1 - row.ratio) * 100)}% short)`,
+  ])
+  if (rows.length === 0) return ''
+  return `## Targets\n\nEach target is a ratio within this run; the last column is measured ÷ required for the worst case (≥ ×1.00 is met).\n\n${table(['', 'target', 'measured', 'worst ratio'], rows)}`
+}
+
+function decisionsSection(results: BenchResults): string {
+  if (results.decisions.length === 0) return ''
+  const parts = ['## 1. Decisions per second at the library API']
+  parts.push(
+    `Each decision is the library's own call (below), with a limit of ${integer(1e9)} per minute so that nothing is refused. "In flight" is how many callers each await their decision before making the next. 10,000 identifiers cycle through \`ip:10.0.x.y\` (for 2 × 2 with \`user:<n>\` alongside); one hot key sends every decision to the same identifier. The ratio is to the fastest incumbent on the same store in the same scenario (for the 2 × 2 rule: the fastest incumbent's 1-window figure, since no incumbent can express that rule in one call).`,
+  )
+  for (const shape of ['one-window', 'two-by-two'] as const) {
+    const scenarios = scenariosOf(results, shape)
+    if (scenarios.length === 0) continue
+    const ids = [...new Set(results.decisions.filter((c) => c.shape === shape).map((c) => c.contender))]
+    const rows = ids.map((id) => {
+      const contender = contenderOf(id)
+      return [
+        `${contender.role === 'tollgate' ? '**' : ''}${labelOf(contender)}${contender.role === 'tollgate' ? '**' : ''}`,
+        ...scenarios.map((scenario) => {
+          const cell = results.decisions.find((c) => c.contender === id && sameScenario(c, scenario))
+          if (!cell) return '–'
+          const rate = median(cell.perSecond)
+          const best =
+            contender.role === 'ceiling' ? undefined : fastestIncumbent(results.decisions, contender.store, scenario)
+          const versus = best ? ` ${ratio(rate / median(best.perSecond))}` : ''
+          const failures = cell.errors > 0 ? ` (${integer(cell.errors)} errors)` : ''
+          return `${integer(rate)}${versus} ${spread(cell.perSecond, rate)}${failures}`.trim()
+        }),
+      ]
+    })
+    parts.push(
+      `### ${SHAPE_LABEL[shape]}\n\n${table(['contender', ...scenarios.map(scenarioHead)], rows, ['l', ...scenarios.map(() => 'r' as const)])}`,
+    )
+  }
+  const busiest = results.decisions.filter(
+    (c) => c.spread === 'many' && c.inFlight === Math.max(...results.config.decisions.inFlight),
+  )
+  if (busiest.length > 0) {
+    const rows = busiest.map((cell) => [
+      labelOf(contenderOf(cell.contender)),
+      SHAPE_LABEL[cell.shape],
+      decimal(median(cell.clientCpuUs), 1),
+      contenderOf(cell.contender).store === 'redis' ? decimal(median(cell.redisCpuUs), 1) : '–',
+    ])
+    parts.push(
+      `### CPU per decision, ${Math.max(...results.config.decisions.inFlight)} in flight, 10,000 identifiers\n\nThe bench process (the library and ioredis) and the Redis server, in µs of CPU per decision. On ${results.machine.cpus} cores shared by both, the sum bounds the rate.\n\n${table(['contender', 'rule', 'client µs', 'Redis µs'], rows, ['l', 'l', 'r', 'r'])}`,
+    )
+  }
+  parts.push(
+    `### What each number calls\n\n${CONTENDERS.map((c) => `- **${labelOf(c)}**: ${c.call}`).join('\n')}\n- **express-rate-limit, @fastify/rate-limit, koa-ratelimit** have no library API of their own; the calls above are what their middleware does once per request, made the same way. They are measured as middleware in section 3.`,
+  )
+  return parts.join('\n\n')
+}
+
+function commandsSection(results: BenchResults): string {
+  if (results.commands.length === 0 && results.redisBenchmark.length === 0) return ''
+  const parts = ['## 2. Redis commands and round trips per decision']
+  if (results.commands.length > 0) {
+    parts.push(
+      `One decision in flight over 10,000 identifiers, ${integer(results.commands[0]?.decisions ?? 0)} decisions after a warm-up that loads the scripts. *Client commands* are calls of ioredis's \`sendCommand\`; *round trips* are writes on the socket (with one decision in flight, each write waits for its answer); *Redis commands* is the INFO commandstats delta, which counts the commands a script runs as well as the EVALSHA itself; *Redis µs* is the time Redis spent executing the EVALSHA (script and its commands), from the same delta.`,
+    )
+    const rows = results.commands.map((cell) => [
+      labelOf(contenderOf(cell.contender)),
+      SHAPE_LABEL[cell.shape],
+      decimal(cell.clientCommands),
+      decimal(cell.roundTrips),
+      integer(cell.bytesOut),
+      integer(cell.bytesIn),
+      decimal(cell.serverCommands),
+      decimal(cell.redisUs, 1),
+      Object.entries(cell.byCommand)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, count]) => `${name} ${decimal(count)}`)
+        .join(', '),
+    ])
+    parts.push(
+      table(
+        [
+          'contender',
+          'rule',
+          'client commands',
+          'round trips',
+          'bytes sent',
+          'bytes received',
+          'Redis commands',
+          'Redis µs',
+          'by command',
+        ],
+        rows,
+        ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+      ),
+    )
+  }
+  if (results.redisBenchmark.length > 0) {
+    parts.push(
+      `The physical limit of one Redis core for the ceiling's script, from redis-benchmark (a C client) on the same server:\n\n${table(
+        ['pipeline', 'EVALSHA/s', 'p99 ms', 'command'],
+        results.redisBenchmark.map((cell) => [
+          String(cell.pipeline),
+          integer(cell.perSecond),
+          decimal(cell.p99Ms),
+          `\`${cell.command}\``,
+        ]),
+        ['r', 'r', 'r', 'l'],
+      )}`,
+    )
+  }
+  return parts.join('\n\n')
+}
+
+function httpSection(results: BenchResults): string {
+  if (results.http.length === 0) return ''
+  const c = results.config.http
+  const parts = [
+    '## 3. HTTP',
+    `\`GET /\` answering \`ok\`, every request through the limiter under test with a limit of ${integer(HTTP_LIMIT)} per minute keyed by client IP (one hot key: autocannon connects from 127.0.0.1), so nothing is refused. Each server is a process of its own, as is autocannon (${c.connections} connections, ${c.seconds} s per run, ${c.repetitions} repetition${c.repetitions === 1 ? '' : 's'} after a ${c.warmupSeconds} s warm-up); with ${results.machine.cpus} cores the server, autocannon and Redis compete for CPU, so the no-limiter baseline is partly autocannon's own limit. Tollgate uses its default algorithm (sliding-log) and headers (draft-10); the incumbents their defaults. The ratio is to no limiter on the same framework; server µs is the server process's CPU per request.`,
+  ]
+  for (const framework of FRAMEWORKS) {
+    const cells = results.http.filter((cell) => cell.framework === framework)
+    if (cells.length === 0) continue
+    const none = median(cells.find((cell) => cell.variant === 'none')?.perSecond ?? [])
+    const rows = VARIANTS.flatMap((variant) => {
+      const cell = cells.find((c) => c.variant === variant)
+      if (!cell) return []
+      const rate = median(cell.perSecond)
+      return [
+        [
+          variant.startsWith('tollgate') ? `**${variantLabel(framework, variant)}**` : variantLabel(framework, variant),
+          `${integer(rate)} ${spread(cell.perSecond, rate)}`.trim(),
+          ratio(rate / none),
+          decimal(median(cell.p99Ms), 0),
+          decimal(median(cell.serverCpuUs), 1),
+          cell.non2xx + cell.errors > 0 ? `${integer(cell.non2xx)} non-2xx, ${integer(cell.errors)} errors` : '0',
+        ],
+      ]
+    })
+    parts.push(
+      `### ${framework}\n\n${table(['limiter', 'req/s', '× no limiter', 'p99 ms', 'server µs/req', 'failures'], rows, ['l', 'r', 'r', 'r', 'r', 'r'])}`,
+    )
+  }
+  return parts.join('\n\n')
+}
+
+function bytesSection(results: BenchResults): string {
+  if (results.bytes.length === 0) return ''
+  const runs = results.config.bytes.runs
+  const hits = runs.map((run) => run.hits)
+  const ids = [...new Set(results.bytes.map((cell) => cell.contender))]
+  const rows = ids.map((id) => {
+    const at = (h: number) => results.bytes.find((cell) => cell.contender === id && cell.hits === h)
+    return [
+      labelOf(contenderOf(id)),
+      decimal(at(hits[0] as number)?.keysPerIdentifier ?? Number.NaN, 2),
+      ...hits.flatMap((h) => [
+        integer(at(h)?.memoryUsagePerKey ?? Number.NaN),
+        integer(at(h)?.usedMemoryPerIdentifier ?? Number.NaN),
+      ]),
+    ]
+  })
+  return [
+    '## 4. Redis bytes per identifier',
+    `A rule of 100 per minute; ${runs.map((run) => `${integer(run.identifiers)} identifiers hit ${run.hits} time${run.hits === 1 ? '' : 's'} each`).join(', and ')}, all admitted (50 hits on 10,000 identifiers would take minutes at Tollgate's Redis rate). *MEMORY USAGE* is \`MEMORY USAGE key SAMPLES 0\` averaged over up to 200 keys (the key's name, value, TTL and allocator overhead); *used_memory* is the server's \`used_memory\` growth divided by the identifiers (adds the keyspace and expiry dictionaries). Each library keeps its default key prefix.`,
+    table(
+      [
+        'contender',
+        'keys per identifier',
+        ...hits.flatMap((h) => [
+          `MEMORY USAGE, ${h} hit${h === 1 ? '' : 's'}`,
+          `used_memory, ${h} hit${h === 1 ? '' : 's'}`,
+        ]),
+      ],
+      rows,
+      ['l', 'r', ...hits.flatMap(() => ['r', 'r'] as const)],
+    ),
+  ].join('\n\n')
+}
+
+function exactnessSection(results: BenchResults): string {
+  if (results.exactness.length === 0) return ''
+  const { processes, perProcess, limit } = results.config.exactness
+  const rows = results.exactness.map((cell) => [
+    labelOf(contenderOf(cell.contender)),
+    integer(cell.attempts),
+    integer(cell.admitted),
+    integer(cell.failed),
+    cell.admitted === limit && cell.failed === 0
+      ? 'exact'
+      : cell.admitted > limit
+        ? `**over by ${integer(cell.admitted - limit)}**`
+        : `under by ${integer(limit - cell.admitted)}`,
+  ])
+  return [
+    '## 5. Exactness',
+    `${processes} processes, each with its own ioredis client, fire ${integer(perProcess)} concurrent decisions each on one identifier whose limit is ${integer(limit)} per hour. Memory stores are left out: each process counts on its own.`,
+    table(['contender', 'attempts', 'admitted', 'failed', ''], rows, ['l', 'r', 'r', 'r', 'l']),
+  ].join('\n\n')
+}
+
+export function markdownOf(results: BenchResults, charts: readonly string[]): string {
+  const sections = [
+    `# Benchmarks: Tollgate and the incumbents, side by side in one run`,
+    machineSection(results),
+    targetsSection(results),
+    decisionsSection(results),
+    commandsSection(results),
+    httpSection(results),
+    bytesSection(results),
+    exactnessSection(results),
+    charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
+  ]
+  return `${sections.filter((s) => s !== '').join('\n\n')}\n`
+}

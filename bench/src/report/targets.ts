@@ -1,0 +1,159 @@
+import type { StoreKind } from '../contenders/contender.js'
+import type { BenchResults } from '../results.js'
+import { median } from '../stats.js'
+import { KEY_SPREAD_LABEL, type KeySpread } from '../workload.js'
+import { decimal, integer, ratio } from './format.js'
+import { algorithmOf, contenderOf, fastestIncumbent, tollgateIds } from './lookup.js'
+
+export interface TargetRow {
+  target: string
+  measured: string
+  /** The smallest ratio of measured to required, the figure that decides met or missed. */
+  ratio: number
+  met: boolean
+}
+
+const COUNTER_ALGORITHMS = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra']
+
+function decisionTargets(results: BenchResults): TargetRow[] {
+  const rows: TargetRow[] = []
+  const inFlight = Math.max(...results.config.decisions.inFlight)
+  for (const [shape, required, name] of [
+    ['one-window', 1.5, '1 window'],
+    ['two-by-two', 1.0, '2 windows × 2 identifiers'],
+  ] as const) {
+    for (const store of ['redis', 'memory'] as const satisfies readonly StoreKind[]) {
+      for (const spread of ['many', 'hot'] as const satisfies readonly KeySpread[]) {
+        const scenario = { shape, spread, inFlight }
+        const best = fastestIncumbent(results.decisions, store, scenario)
+        if (!best) continue
+        const bestRate = median(best.perSecond)
+        const ratios = tollgateIds(store).flatMap((id) => {
+          const cell = results.decisions.find(
+            (c) => c.contender === id && c.shape === shape && c.spread === spread && c.inFlight === inFlight,
+          )
+          return cell ? [{ algorithm: algorithmOf(id), ratio: median(cell.perSecond) / bestRate }] : []
+        })
+        if (ratios.length === 0) continue
+        const worst = Math.min(...ratios.map((r) => r.ratio))
+        const met = ratios.filter((r) => r.ratio >= required).length
+        rows.push({
+          target: `decisions/s, ${inFlight} in flight, ${KEY_SPREAD_LABEL[spread]}, ${store === 'redis' ? 'Redis' : 'memory'}: Tollgate ${name} ≥ ${required.toFixed(1)}× the fastest incumbent's 1 window (${contenderOf(best.contender).library}, ${integer(bestRate)}/s)`,
+          measured: `${ratios.map((r) => `${r.algorithm} ${ratio(r.ratio)}`).join(', ')} (${met} of ${ratios.length} met)`,
+          ratio: worst / required,
+          met: met === ratios.length,
+        })
+      }
+    }
+  }
+  return rows
+}
+
+function roundTripTargets(results: BenchResults): TargetRow[] {
+  const tollgate = results.commands.filter((cell) => contenderOf(cell.contender).role === 'tollgate')
+  if (tollgate.length === 0) return []
+  const worst = Math.max(...tollgate.map((cell) => cell.roundTrips))
+  const off = tollgate.filter((cell) => Math.abs(cell.roundTrips - 1) > 0.005)
+  return [
+    {
+      target: 'exactly 1 client round trip per Tollgate decision (every algorithm, both rules, RedisStore)',
+      measured:
+        off.length === 0
+          ? `${decimal(worst, 3)} round trips per decision at most, over ${tollgate.length} cases`
+          : off.map((cell) => `${cell.contender} ${cell.shape}: ${decimal(cell.roundTrips, 3)}`).join(', '),
+      ratio: 1 / worst,
+      met: off.length === 0,
+    },
+  ]
+}
+
+function httpTargets(results: BenchResults): TargetRow[] {
+  const rows: TargetRow[] = []
+  const frameworks = [...new Set(results.http.map((cell) => cell.framework))]
+  for (const framework of frameworks) {
+    const rate = (variant: string) =>
+      median(results.http.find((cell) => cell.framework === framework && cell.variant === variant)?.perSecond ?? [])
+    const none = rate('none')
+    const tollgate = rate('tollgate-redis') / none
+    const ceiling = rate('ceiling') / none
+    const incumbent = rate('incumbent-redis') / none
+    const bar = Math.max(ceiling, incumbent)
+    rows.push({
+      target: `HTTP ${framework}, Redis: Tollgate's ratio to no limiter ≥ the raw EVALSHA ceiling's and > the incumbent's`,
+      measured: `Tollgate ${ratio(tollgate)}, ceiling ${ratio(ceiling)}, incumbent ${ratio(incumbent)} of ${integer(none)} req/s`,
+      ratio: tollgate / bar,
+      met: tollgate >= ceiling && tollgate > incumbent,
+    })
+  }
+  return rows
+}
+
+function bytesTargets(results: BenchResults): TargetRow[] {
+  const rows: TargetRow[] = []
+  const perKey = (id: string, hits: number) =>
+    results.bytes.find((cell) => cell.contender === id && cell.hits === hits)?.memoryUsagePerKey ?? Number.NaN
+  for (const { hits } of results.config.bytes.runs) {
+    const incumbents = results.bytes.filter(
+      (cell) =>
+        cell.hits === hits &&
+        contenderOf(cell.contender).role === 'incumbent' &&
+        !cell.contender.startsWith('koa-ratelimit'),
+    )
+    if (incumbents.length === 0) continue
+    const smallest = incumbents.reduce((a, b) => (a.memoryUsagePerKey <= b.memoryUsagePerKey ? a : b))
+    const ours = COUNTER_ALGORITHMS.map((algorithm) => ({
+      algorithm,
+      bytes: perKey(`tollgate/redis/${algorithm}`, hits),
+    }))
+    const largest = Math.max(...ours.map((o) => o.bytes))
+    rows.push({
+      target: `bytes per key, ${hits} hit${hits === 1 ? '' : 's'}: Tollgate's counters ≤ the smallest incumbent counter (${contenderOf(smallest.contender).library}, ${integer(smallest.memoryUsagePerKey)} B)`,
+      measured: ours.map((o) => `${o.algorithm} ${integer(o.bytes)} B`).join(', '),
+      ratio: smallest.memoryUsagePerKey / largest,
+      met: largest <= smallest.memoryUsagePerKey,
+    })
+  }
+  const hits = results.config.bytes.runs.map((run) => run.hits)
+  const [low, high] = [Math.min(...hits), Math.max(...hits)]
+  const perEntry = (id: string) => (perKey(id, high) - perKey(id, low)) / (high - low)
+  const ours = perEntry('tollgate/redis/sliding-log')
+  const koa = perEntry('koa-ratelimit/redis')
+  if (Number.isFinite(ours) && Number.isFinite(koa)) {
+    rows.push({
+      target: "bytes per sliding-log entry ≤ koa-ratelimit's",
+      measured: `Tollgate ${decimal(ours, 1)} B, koa-ratelimit ${decimal(koa, 1)} B (MEMORY USAGE growth from ${low} to ${high} hits, per hit)`,
+      ratio: koa / ours,
+      met: ours <= koa,
+    })
+  }
+  return rows
+}
+
+function exactnessTargets(results: BenchResults): TargetRow[] {
+  const tollgate = results.exactness.filter((cell) => contenderOf(cell.contender).role === 'tollgate')
+  if (tollgate.length === 0) return []
+  const wrong = tollgate.filter((cell) => cell.admitted !== cell.limit || cell.failed > 0)
+  const { processes, perProcess, limit } = results.config.exactness
+  return [
+    {
+      target: `exactness: ${processes} processes × ${integer(perProcess)} concurrent hits on one key, limit ${integer(limit)}: every Tollgate algorithm admits exactly ${integer(limit)}`,
+      measured: tollgate.map((cell) => `${algorithmOf(cell.contender)} ${integer(cell.admitted)}`).join(', '),
+      ratio: Math.min(
+        ...tollgate.map((cell) =>
+          cell.admitted === cell.limit ? 1 : Math.min(cell.admitted, cell.limit) / Math.max(cell.admitted, cell.limit),
+        ),
+      ),
+      met: wrong.length === 0,
+    },
+  ]
+}
+
+export function targetsOf(results: BenchResults): TargetRow[] {
+  return [
+    ...decisionTargets(results),
+    ...roundTripTargets(results),
+    ...httpTargets(results),
+    ...bytesTargets(results),
+    ...exactnessTargets(results),
+  ]
+}

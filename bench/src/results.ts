@@ -1,0 +1,36 @@
+import type { BenchConfig } from './config.js'
+import type { Machine } from './machine.js'
+import type { BytesCell } from './measures/bytes.js'
+import type { DecisionCell } from './measures/decisions.js'
+import type { ExactnessCell } from './measures/exactness.js'
+import type { HttpCell } from './measures/http.js'
+import type { RedisBenchmarkCell } from './measures/redis-benchmark.js'
+import type { CommandCell } from './measures/redis-commands.js'
+
+export interface BenchResults {
+  command: string
+  startedAt: string
+  finishedAt: string
+  seconds: number
+  config: BenchConfig
+  machine: Machine
+  decisions: DecisionCell[]
+  commands: CommandCell[]
+  http: HttpCell[]
+  bytes: BytesCell[]
+  exactness: ExactnessCell[]
+  redisBenchmark: RedisBenchmarkCell[]
+}
+
+export const MEASURES = ['decisions', 'commands', 'http', 'bytes', 'exactness', 'redis-benchmark'] as const
+export type MeasureName = (typeof MEASURES)[number]
+
+/** Where each measure's cells are kept in the results. */
+export const RESULT_KEY = {
+  decisions: 'decisions',
+  commands: 'commands',
+  http: 'http',
+  bytes: 'bytes',
+  exactness: 'exactness',
+  'redis-benchmark': 'redisBenchmark',
+} as const satisfies Record<MeasureName, keyof BenchResults>
