@@ -1,11 +1,22 @@
-// One of several processes racing for one key. Reads lines `<algorithm> <prefix> <nowMs|server>`
-// from stdin, fires its share of concurrent consumes, and prints how many were admitted.
+// One of several processes racing for one key. Started with `<redis URL | cluster:host:port,…>
+// <perProcess>`; reads lines `<algorithm> <prefix> <nowMs|server>` from stdin, fires its share of
+// concurrent consumes, and prints how many were admitted.
 import { createInterface } from 'node:readline'
 import { type AlgorithmName, createLimiter, RedisStore } from '@tollgate/core'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 
-const [url, perProcess] = process.argv.slice(2) as [string, string]
-const client = new Redis(url)
+const [target, perProcess] = process.argv.slice(2) as [string, string]
+const client = target.startsWith('cluster:')
+  ? new Cluster(
+      target
+        .slice('cluster:'.length)
+        .split(',')
+        .map((address) => {
+          const [host = '', port = ''] = address.split(':')
+          return { host, port: Number(port) }
+        }),
+    )
+  : new Redis(target)
 
 for await (const line of createInterface({ input: process.stdin })) {
   const [algorithm, prefix, time] = line.split(' ') as [AlgorithmName, string, string]

@@ -19,7 +19,7 @@ import { keysWithTtl } from '../src/redis-keys.js'
 import type { SpawnedRedis } from '../src/redis-server.js'
 import { WorkerPool } from '../src/worker-pool.js'
 
-const worker = fileURLToPath(new URL('../src/cluster-exactness-worker.ts', import.meta.url))
+const worker = fileURLToPath(new URL('../src/exactness-worker.ts', import.meta.url))
 
 describe('RedisStore at scale on a 3-master Cluster', () => {
   let cluster: SpawnedCluster
@@ -30,7 +30,7 @@ describe('RedisStore at scale on a 3-master Cluster', () => {
     client = clusterClient(cluster)
     await waitReady(client)
     const startupNodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`).join(',')
-    pool = new WorkerPool(worker, [startupNodes, '500'], 4)
+    pool = new WorkerPool(worker, [`cluster:${startupNodes}`, '500'], 4)
   }, 60_000)
   afterAll(async () => {
     await pool?.close()
