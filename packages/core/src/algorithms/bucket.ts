@@ -1,13 +1,14 @@
 import type { Window } from '../rules.js'
 import { gcd } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
+import { type PeriodState, store, valuesOf } from './period-state.js'
 
 /**
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
  * 1/(period / g) token, g = gcd(limit, period), so that refilling `limit` tokens per `period` adds
  * a whole number (`limit / g`) each millisecond and every comparison is exact integer arithmetic.
  */
-export type BucketState = Map<number, [level: number, at: number]>
+export type BucketState = PeriodState
 
 interface Scale {
   perToken: number
@@ -31,10 +32,12 @@ function scaleOf(window: Window): Scale {
 /** A measurement from a faster clock is not refilled backwards: time starts from the later of the two. */
 function current(state: BucketState | undefined, window: Window, now: number): [number, number] {
   const { perMs, capacity } = scaleOf(window)
-  const stored = state?.get(window.periodMs)
-  if (!stored) return [capacity, now]
-  const at = Math.max(now, stored[1])
-  return [Math.min(capacity, stored[0] + (at - stored[1]) * perMs), at]
+  const offset = valuesOf(state, window.periodMs, 2)
+  if (offset < 0) return [capacity, now]
+  const level = (state as PeriodState)[offset] as number
+  const measured = (state as PeriodState)[offset + 1] as number
+  const at = Math.max(now, measured)
+  return [Math.min(capacity, level + (at - measured) * perMs), at]
 }
 
 /**
@@ -55,10 +58,10 @@ export const bucket: Algorithm<BucketState> = {
   },
 
   charge(state, windows, now, cost) {
-    const next: BucketState = state ?? new Map()
+    const next: BucketState = state ?? []
     for (const window of windows) {
-      const [level, at] = current(state, window, now)
-      next.set(window.periodMs, [level - cost * scaleOf(window).perToken, at])
+      const [level, at] = current(next, window, now)
+      store(next, window.periodMs, [level - cost * scaleOf(window).perToken, at])
     }
     return next
   },
@@ -68,7 +71,7 @@ export const bucket: Algorithm<BucketState> = {
     for (const window of windows) {
       const { perToken, capacity } = scaleOf(window)
       const [level, at] = current(state, window, now)
-      state.set(window.periodMs, [Math.min(capacity, level + cost * perToken), at])
+      store(state, window.periodMs, [Math.min(capacity, level + cost * perToken), at])
     }
     return state
   },
@@ -76,10 +79,13 @@ export const bucket: Algorithm<BucketState> = {
   expiresAt(state, windows) {
     let latest = 0
     for (const window of windows) {
-      const stored = state.get(window.periodMs)
-      if (!stored) continue
+      const offset = valuesOf(state, window.periodMs, 2)
+      if (offset < 0) continue
       const { perMs, capacity } = scaleOf(window)
-      latest = Math.max(latest, stored[1] + Math.ceil((capacity - stored[0]) / perMs))
+      latest = Math.max(
+        latest,
+        (state[offset + 1] as number) + Math.ceil((capacity - (state[offset] as number)) / perMs),
+      )
     }
     return latest
   },

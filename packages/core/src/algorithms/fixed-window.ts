@@ -1,14 +1,17 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
+import { type PeriodState, store, valuesOf } from './period-state.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
-export type FixedWindowState = Map<number, [index: number, count: number]>
+export type FixedWindowState = PeriodState
 
 /** A state written by a faster clock (index ahead of ours) is kept rather than reset, so skewed clocks cannot reopen a window. */
 function current(state: FixedWindowState | undefined, window: Window, now: number): [number, number] {
   const index = Math.floor(now / window.periodMs)
-  const stored = state?.get(window.periodMs)
-  return stored && stored[0] >= index ? stored : [index, 0]
+  const at = valuesOf(state, window.periodMs, 2)
+  return at >= 0 && ((state as PeriodState)[at] as number) >= index
+    ? [(state as PeriodState)[at] as number, (state as PeriodState)[at + 1] as number]
+    : [index, 0]
 }
 
 export const fixedWindow: Algorithm<FixedWindowState> = {
@@ -23,10 +26,10 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   },
 
   charge(state, windows, now, cost) {
-    const next: FixedWindowState = state ?? new Map()
+    const next: FixedWindowState = state ?? []
     for (const window of windows) {
-      const [index, count] = current(state, window, now)
-      next.set(window.periodMs, [index, count + cost])
+      const [index, count] = current(next, window, now)
+      store(next, window.periodMs, [index, count + cost])
     }
     return next
   },
@@ -35,7 +38,7 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     if (!state) return undefined
     for (const window of windows) {
       const [index, count] = current(state, window, now)
-      state.set(window.periodMs, [index, Math.max(0, count - cost)])
+      store(state, window.periodMs, [index, Math.max(0, count - cost)])
     }
     return state
   },
@@ -43,8 +46,9 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   expiresAt(state, windows) {
     let latest = 0
     for (const window of windows) {
-      const stored = state.get(window.periodMs)
-      if (stored && stored[1] > 0) latest = Math.max(latest, (stored[0] + 1) * window.periodMs)
+      const at = valuesOf(state, window.periodMs, 2)
+      if (at >= 0 && (state[at + 1] as number) > 0)
+        latest = Math.max(latest, ((state[at] as number) + 1) * window.periodMs)
     }
     return latest
   },

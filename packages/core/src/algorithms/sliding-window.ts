@@ -1,15 +1,18 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
+import { type PeriodState, store, valuesOf } from './period-state.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
-export type SlidingWindowState = Map<number, [index: number, current: number, previous: number]>
+export type SlidingWindowState = PeriodState
 
 function current(state: SlidingWindowState | undefined, window: Window, now: number): [number, number, number] {
   const index = Math.floor(now / window.periodMs)
-  const stored = state?.get(window.periodMs)
-  if (!stored) return [index, 0, 0]
-  if (stored[0] >= index) return stored
-  if (stored[0] === index - 1) return [index, 0, stored[1]]
+  const at = valuesOf(state, window.periodMs, 3)
+  if (at < 0) return [index, 0, 0]
+  const values = state as PeriodState
+  const storedIndex = values[at] as number
+  if (storedIndex >= index) return [storedIndex, values[at + 1] as number, values[at + 2] as number]
+  if (storedIndex === index - 1) return [index, 0, values[at + 1] as number]
   return [index, 0, 0]
 }
 
@@ -44,10 +47,10 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
   },
 
   charge(state, windows, now, cost) {
-    const next: SlidingWindowState = state ?? new Map()
+    const next: SlidingWindowState = state ?? []
     for (const window of windows) {
-      const [index, count, previous] = current(state, window, now)
-      next.set(window.periodMs, [index, count + cost, previous])
+      const [index, count, previous] = current(next, window, now)
+      store(next, window.periodMs, [index, count + cost, previous])
     }
     return next
   },
@@ -56,7 +59,7 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     if (!state) return undefined
     for (const window of windows) {
       const [index, count, previous] = current(state, window, now)
-      state.set(window.periodMs, [index, Math.max(0, count - cost), previous])
+      store(state, window.periodMs, [index, Math.max(0, count - cost), previous])
     }
     return state
   },
@@ -64,10 +67,12 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
   expiresAt(state, windows) {
     let latest = 0
     for (const window of windows) {
-      const stored = state.get(window.periodMs)
-      if (stored && (stored[1] > 0 || stored[2] > 0)) {
+      const at = valuesOf(state, window.periodMs, 3)
+      if (at < 0) continue
+      const [index, count, previous] = [state[at] as number, state[at + 1] as number, state[at + 2] as number]
+      if (count > 0 || previous > 0) {
         // The current count still weighs on the next window, as its previous one.
-        latest = Math.max(latest, (stored[0] + (stored[1] > 0 ? 2 : 1)) * window.periodMs)
+        latest = Math.max(latest, (index + (count > 0 ? 2 : 1)) * window.periodMs)
       }
     }
     return latest

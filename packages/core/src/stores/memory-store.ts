@@ -14,8 +14,8 @@ export interface MemoryStoreOptions {
   /**
    * The most (rule, identifier) states kept. Past it the least recently charged state is
    * dropped, which hands that identifier a fresh quota, so size it above the number of
-   * identifiers active within your longest period. Measured: about 460–510 bytes of heap per key
-   * for the counter algorithms and 630–680 for a sliding log, so the default holds up to ~600 MB.
+   * identifiers active within your longest period. Measured: about 420–470 bytes of heap per key
+   * for a fixed window and 630–680 for a sliding log, so the default holds up to ~600 MB.
    * @default 1_000_000
    */
   maxKeys?: number
