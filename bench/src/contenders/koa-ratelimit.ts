@@ -11,6 +11,14 @@ interface KoaLimiter {
  * `remaining > 0`; the same is done here. Its Redis limiter (async-ratelimiter) is a sliding log
  * in a sorted set; its memory limiter a counter per key in a Map.
  */
+type LimiterClass = new (options: { id: string; db: unknown; max: number; duration: number }) => KoaLimiter
+
+/** The per-request `get()` the middleware makes, over whichever driver and backing store. */
+function decideWith(Limiter: LimiterClass, db: unknown, limit: number, periodMs: number) {
+  return async ([id]: readonly string[]) =>
+    (await new Limiter({ id: id as string, db, max: limit, duration: periodMs }).get()).remaining > 0
+}
+
 export const koaRatelimitContenders: readonly Contender[] = [
   {
     id: 'koa-ratelimit/redis',
@@ -23,15 +31,7 @@ export const koaRatelimitContenders: readonly Contender[] = [
     async setup(options) {
       const db = requireClient(options, this.id)
       return {
-        async decide([id]) {
-          const limiter = new RedisLimiter({
-            id: id as string,
-            db,
-            max: options.limit,
-            duration: options.periodMs,
-          }) as KoaLimiter
-          return (await limiter.get()).remaining > 0
-        },
+        decide: decideWith(RedisLimiter as unknown as LimiterClass, db, options.limit, options.periodMs),
         teardown: async () => {},
       }
     },
@@ -45,17 +45,8 @@ export const koaRatelimitContenders: readonly Contender[] = [
     shapes: ['one-window'],
     call: 'new MemoryLimiter({ id, db, max, duration }).get() on one Map',
     async setup(options) {
-      const db = new Map()
       return {
-        async decide([id]) {
-          const limiter = new MemoryLimiter({
-            id: id as string,
-            db,
-            max: options.limit,
-            duration: options.periodMs,
-          }) as KoaLimiter
-          return (await limiter.get()).remaining > 0
-        },
+        decide: decideWith(MemoryLimiter as unknown as LimiterClass, new Map(), options.limit, options.periodMs),
         teardown: async () => {},
       }
     },

@@ -1,30 +1,16 @@
 import { createHmac } from 'node:crypto'
 import { type BareItem, type Item, type List, parseList } from 'structured-headers'
 import { describe, expect, it } from 'vitest'
-import type { Decision, WindowState } from '../src/decision.js'
+import type { Decision } from '../src/decision.js'
 import { type HeaderOptions, type HeadersFormat, rateLimitHeaders } from '../src/http/headers.js'
 import { policyName } from '../src/http/policy-name.js'
+import { NOW, windowState } from './decision-fixtures.js'
 
-// 1763712000900 ms: 900 ms past a whole second, so that ceil and floor give different answers.
-const NOW = 1_763_712_000_900
 const IP = 'ip:203.0.113.7'
 const USER = 'user:alice'
 
 const DRAFT_10: HeaderOptions = { format: 'draft-10', quotaUnit: 'request', partitionKeySecret: undefined }
 const SECRET = 'a partition key secret'
-
-function windowState(overrides: Partial<WindowState> = {}): WindowState {
-  return {
-    rule: 'api',
-    identifier: IP,
-    limit: 20,
-    periodMs: 60_000,
-    remaining: 7,
-    resetAtMs: NOW + 12_100,
-    failed: false,
-    ...overrides,
-  }
-}
 
 function decision(overrides: Partial<Decision> = {}): Decision {
   return {

@@ -1,24 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import type { Decision, WindowState } from '../src/decision.js'
+import type { Decision } from '../src/decision.js'
 import { TollgateError } from '../src/errors.js'
 import { quotaExceededProblem, storeUnavailableProblem } from '../src/http/problem.js'
+import { NOW, windowState } from './decision-fixtures.js'
 
-const NOW = 1_763_712_000_900
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
 const QUOTA_EXCEEDED_TITLE = 'Request cannot be satisfied as assigned quota has been exceeded'
-
-function windowState(overrides: Partial<WindowState> = {}): WindowState {
-  return {
-    rule: 'api',
-    identifier: 'ip:203.0.113.7',
-    limit: 20,
-    periodMs: 60_000,
-    remaining: 7,
-    resetAtMs: NOW + 12_100,
-    failed: false,
-    ...overrides,
-  }
-}
 
 function limitedDecision(overrides: Partial<Decision> = {}): Decision {
   return {
