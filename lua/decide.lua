@@ -1,18 +1,24 @@
--- Checks, and for `consume` charges, every window of every target of one decision, atomically.
--- All or nothing: if any window cannot fit `cost`, nothing is written anywhere.
+-- Decides a batch of decisions, each atomically: checks, and for `consume` charges, every window
+-- of every target of one decision, all or nothing. If any window cannot fit `cost`, nothing of
+-- that decision is written anywhere. Batching lets one EVALSHA carry every decision a process
+-- made in the same tick: one write, one script call, one TIME for all of them.
 --
--- KEYS[i]  state of target i: one rule × one identifier, holding all the rule's windows
--- ARGV[1]  operation: 'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
---          made at ARGV[3] on some slots of a Cluster when another slot refused)
--- ARGV[2]  cost: an integer ≥ 0
--- ARGV[3]  now in milliseconds, or '' to use the server's TIME (immune to app servers' skew)
--- ARGV[4…] per target: algorithm code ('sl', 'fw', 'sw', 'tb'), window count n, then n pairs
---          of limit and period in milliseconds
--- Reply    { allowed (1 or 0), now, then per window in order: remaining, reset_at, fits_at }
---          with fits_at = -1 when the cost can never fit; every number an integer
+-- KEYS     the targets' state keys, decision after decision; a target is one rule × one
+--          identifier and its key holds all the rule's windows
+-- ARGV     one per decision: 'operation cost now spec|spec|…', one spec per key of the decision
+--            operation  'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
+--                       made at `now` on some slots of a Cluster when another slot refused)
+--            cost       an integer ≥ 0
+--            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
+--            spec       'code count limit period …' with code 'sl', 'fw', 'sw' or 'tb'
+--          Decisions of one rule in one batch send the same text, which is parsed once.
+-- Reply    per decision, either { allowed (1 or 0), now, then per window in order: remaining,
+--          reset_at, fits_at } with fits_at = -1 when the cost can never fit, every number an
+--          integer; or a string, the error that decision met (one bad key fails only its own
+--          decision, and it fails before anything of it is written)
 --
--- Each algorithm module offers load(key), fits_at(state, w, now, need), remaining(state, w,
--- now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
+-- Each algorithm module offers load(key, windows), fits_at(state, w, now, need), remaining(state,
+-- w, now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
 -- now): the same steps as the TypeScript models that the in-memory store runs (undo has no
 -- counterpart there: one process never splits a decision).
 
@@ -25,78 +31,137 @@
 
 local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
 local algorithms = {}
+-- Decisions of one batch mostly share their rules: each spec is parsed once per batch.
+local specs = {}
+local headers = {}
 
-local operation = ARGV[1]
-local cost = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-if not now then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
-local targets = {}
-local arg = 4
-for i = 1, #KEYS do
-  local code = ARGV[arg]
+local function spec_of(text)
+  local spec = specs[text]
+  if spec then
+    return spec
+  end
+  local code, rest = string.match(text, '^(%a+) %d+ (.*)$')
   local algorithm = algorithms[code]
   if not algorithm then
     algorithm = modules[code]()
     algorithms[code] = algorithm
   end
-  local count = tonumber(ARGV[arg + 1])
   local windows = {}
-  arg = arg + 2
-  for j = 1, count do
-    windows[j] = { limit = tonumber(ARGV[arg]), period = tonumber(ARGV[arg + 1]) }
-    arg = arg + 2
+  for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
+    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
   end
-  targets[i] = { key = KEYS[i], algorithm = algorithm, windows = windows, state = algorithm.load(KEYS[i]) }
+  spec = { algorithm = algorithm, windows = windows }
+  specs[text] = spec
+  return spec
 end
 
-local charging = operation == 'consume' or operation == 'peek'
-local allowed = true
-if charging then
-  for _, target in ipairs(targets) do
-    for _, w in ipairs(target.windows) do
-      if target.algorithm.fits_at(target.state, w, now, cost) ~= now then
-        allowed = false
+local function header_of(text)
+  local header = headers[text]
+  if header then
+    return header
+  end
+  local operation, cost, now, rest = string.match(text, '^(%a+) (%d+) (%S+) (.*)$')
+  local targets = {}
+  for spec in string.gmatch(rest, '[^|]+') do
+    targets[#targets + 1] = spec_of(spec)
+  end
+  header = { operation = operation, cost = tonumber(cost), now = tonumber(now), targets = targets }
+  headers[text] = header
+  return header
+end
+
+local server_now
+local function now_of(header)
+  if header.now then
+    return header.now
+  end
+  if not server_now then
+    local time = redis.call('TIME')
+    server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return server_now
+end
+
+-- The decision whose keys start at KEYS[key]. Plain numeric loops and few tables: this runs once
+-- per decision, and Lua's allocations and ipairs calls would otherwise cost more than the Redis
+-- commands it makes.
+local function decide(header, key)
+  local operation, cost, now, specs = header.operation, header.cost, now_of(header), header.targets
+  local count = #specs
+  local targets = {}
+  for i = 1, count do
+    local target = specs[i]
+    local name = KEYS[key + i - 1]
+    targets[i] = { name, target, target.algorithm.load(name, target.windows) }
+  end
+
+  local charging = operation == 'consume' or operation == 'peek'
+  local allowed = true
+  if charging then
+    for i = 1, count do
+      local target = targets[i]
+      local fits_at, windows, state = target[2].algorithm.fits_at, target[2].windows, target[3]
+      for j = 1, #windows do
+        if fits_at(state, windows[j], now, cost) ~= now then
+          allowed = false
+          break
+        end
+      end
+      if not allowed then
         break
       end
     end
-    if not allowed then
-      break
+  end
+
+  local writes = cost > 0 and operation ~= 'peek' and (allowed or not charging)
+  local reply = { 0, now }
+  if allowed then
+    reply[1] = 1
+  end
+  local n = 2
+  for i = 1, count do
+    local target = targets[i]
+    local algorithm, windows, state = target[2].algorithm, target[2].windows, target[3]
+    if writes then
+      if operation == 'consume' then
+        state = algorithm.charge(state, windows, now, cost)
+      else
+        state = algorithm[operation](state, windows, now, cost)
+      end
+      algorithm.save(target[1], state, windows, now)
+    end
+    local remaining_of, fits_at = algorithm.remaining, algorithm.fits_at
+    for j = 1, #windows do
+      local w = windows[j]
+      local remaining = remaining_of(state, w, now)
+      local reset_at = now
+      if remaining < w.limit then
+        reset_at = fits_at(state, w, now, remaining + 1)
+      end
+      local fits = fits_at(state, w, now, cost)
+      if fits == NEVER then
+        fits = -1
+      end
+      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits
+      n = n + 3
     end
   end
+  return reply
 end
 
-local writes = cost > 0 and operation ~= 'peek' and (allowed or not charging)
-local reply = { 0, now }
-if allowed then
-  reply[1] = 1
-end
-for _, target in ipairs(targets) do
-  local algorithm, state = target.algorithm, target.state
-  if writes then
-    if operation == 'consume' then
-      state = algorithm.charge(state, target.windows, now, cost)
-    else
-      state = algorithm[operation](state, target.windows, now, cost)
+local replies = {}
+local key = 1
+for arg = 1, #ARGV do
+  local header = header_of(ARGV[arg])
+  local ok, reply = pcall(decide, header, key)
+  if not ok then
+    -- Redis raises its command errors as { err = message }; ours are plain strings.
+    if type(reply) == 'table' and reply.err then
+      reply = reply.err
     end
-    algorithm.save(target.key, state, target.windows, now)
+    reply = tostring(reply)
   end
-  for _, w in ipairs(target.windows) do
-    local remaining = algorithm.remaining(state, w, now)
-    local reset_at = now
-    if remaining < w.limit then
-      reset_at = algorithm.fits_at(state, w, now, remaining + 1)
-    end
-    local fits_at = algorithm.fits_at(state, w, now, cost)
-    if fits_at == NEVER then
-      fits_at = -1
-    end
-    reply[#reply + 1] = remaining
-    reply[#reply + 1] = reset_at
-    reply[#reply + 1] = fits_at
-  end
+  replies[arg] = reply
+  key = key + #header.targets
 end
-return reply
+return replies

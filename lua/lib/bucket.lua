@@ -1,6 +1,10 @@
 -- Continuous bucket behind token-bucket and gcra: per period, {level, measured at}.
 -- Mirrors algorithms/bucket.ts. The level counts 1/(period/g) of a token, g = gcd(limit,
 -- period), so a millisecond refills a whole number of units and comparisons stay exact.
+-- Compact form (counters.lua): the time measured, then the level. The level's unit depends on the
+-- window's limit and period, so after an edit of those a carried-over level is approximate; reads
+-- clamp it to the capacity, and a level is never negative, so it cannot turn into a negative
+-- remaining.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function bucket_module()
@@ -25,10 +29,18 @@ local function bucket_module()
     return math.min(capacity, stored[1] + (at - stored[2]) * per_ms), at
   end
 
+  local function bucket_unpack(_, at, level)
+    return { level, at }
+  end
+
+  local function bucket_pack(entry)
+    return entry[2], entry[1]
+  end
+
   local bucket = {}
 
-  function bucket.load(key)
-    return decode_counters(redis.call('GET', key), 2)
+  function bucket.load(key, windows)
+    return decode_counters(redis.call('GET', key), 2, windows, bucket_unpack)
   end
 
   function bucket.fits_at(state, w, now, need)
@@ -81,7 +93,7 @@ local function bucket_module()
         latest = math.max(latest, stored[2] + math.ceil((capacity - stored[1]) / per_ms))
       end
     end
-    save_counters(key, state, windows, now, latest)
+    save_counters(key, state, windows, now, latest, bucket_pack)
   end
   return bucket
 end

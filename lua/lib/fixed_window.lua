@@ -1,4 +1,6 @@
 -- Fixed window: per period, {window index, count}. Mirrors algorithms/fixed-window.ts.
+-- Compact form (counters.lua): the window's start in ms, then the count. A start rather than an
+-- index stays meaningful when the period is edited: it falls in the new window that holds it.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function fixed_window_module()
@@ -12,10 +14,18 @@ local function fixed_window_module()
     return index, 0
   end
 
+  local function fw_unpack(w, start, count)
+    return { math.floor(start / w.period), count }
+  end
+
+  local function fw_pack(entry, w)
+    return entry[1] * w.period, entry[2]
+  end
+
   local fixed_window = {}
 
-  function fixed_window.load(key)
-    return decode_counters(redis.call('GET', key), 2)
+  function fixed_window.load(key, windows)
+    return decode_counters(redis.call('GET', key), 2, windows, fw_unpack)
   end
 
   function fixed_window.fits_at(state, w, now, need)
@@ -69,7 +79,7 @@ local function fixed_window_module()
         latest = math.max(latest, (stored[1] + 1) * w.period)
       end
     end
-    save_counters(key, state, windows, now, latest)
+    save_counters(key, state, windows, now, latest, fw_pack)
   end
   return fixed_window
 end

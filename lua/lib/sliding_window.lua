@@ -1,6 +1,8 @@
 -- Sliding window counter: per period, {index, current count, previous count}.
 -- Mirrors algorithms/sliding-window.ts: the previous count is weighted by its overlap with the
 -- sliding window, and every comparison is multiplied through by the period to stay in integers.
+-- Compact form (counters.lua): the current window's start in ms, the current count, the previous
+-- count; a start stays meaningful when the period is edited, as in fixed_window.lua.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_window_module()
@@ -23,10 +25,18 @@ local function sliding_window_module()
     return w.period - math.max(0, now - index * w.period)
   end
 
+  local function sw_unpack(w, start, count, previous)
+    return { math.floor(start / w.period), count, previous }
+  end
+
+  local function sw_pack(entry, w)
+    return entry[1] * w.period, entry[2], entry[3]
+  end
+
   local sliding_window = {}
 
-  function sliding_window.load(key)
-    return decode_counters(redis.call('GET', key), 3)
+  function sliding_window.load(key, windows)
+    return decode_counters(redis.call('GET', key), 3, windows, sw_unpack)
   end
 
   function sliding_window.fits_at(state, w, now, need)
@@ -95,7 +105,7 @@ local function sliding_window_module()
         latest = math.max(latest, (stored[1] + span) * w.period)
       end
     end
-    save_counters(key, state, windows, now, latest)
+    save_counters(key, state, windows, now, latest, sw_pack)
   end
   return sliding_window
 end

@@ -96,6 +96,42 @@ describe('RedisStore round trips', () => {
     expect(decision.windows[0]?.resetAtMs).toBe(decision.nowMs + 1_000)
   })
 
+  it('sends the decisions made in one tick as one EVALSHA, each decided on its own', async () => {
+    const clock = new ManualClock()
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'batch:', clock: clock.now }), rules })
+    await limiter.consume('api.write', 'user:0')
+    await admin.config('RESETSTAT')
+    sent.length = 0
+    // 12 decisions on 3 identifiers, all begun before any answer: one write, one script call.
+    const decisions = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => limiter.consume('api.write', `user:${i % 3}`)),
+    )
+    expect(sent).toEqual(['evalsha'])
+    expect((await commandCounts(admin)).evalsha).toBe(1)
+    // In call order, as if made one after another: user:0 had spent one already.
+    expect(decisions.map((d) => d.windows[0]?.remaining)).toEqual([8, 9, 9, 7, 8, 8, 6, 7, 7, 5, 6, 6])
+    expect(decisions.every((d) => d.allowed && d.reason === 'ok')).toBe(true)
+  })
+
+  it('fails only the decision whose key is broken when others share its EVALSHA', async () => {
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'batchfail:' }), rules })
+    await client.set('batchfail:api.write:{user:bad}:sl', 'not a sorted set', 'PX', 60_000)
+    sent.length = 0
+    const [before, broken, after] = await Promise.all([
+      limiter.consume('api.write', 'user:a', { onStoreError: 'deny' }),
+      limiter.consume('api.write', 'user:bad', { onStoreError: 'deny' }),
+      limiter.consume('api.write', 'user:b', { onStoreError: 'deny' }),
+    ])
+    expect(sent).toEqual(['evalsha'])
+    expect(before).toMatchObject({ allowed: true, reason: 'ok' })
+    expect(after).toMatchObject({ allowed: true, reason: 'ok' })
+    expect(broken).toMatchObject({ allowed: false, reason: 'store-error-denied' })
+    expect(broken.error?.message).toMatch(/WRONGTYPE/)
+    // The broken decision charged nothing anywhere, the others exactly once.
+    expect(await client.exists('batchfail:api:{user:bad}:tb')).toBe(0)
+    expect((await limiter.peek('api.write', 'user:a')).windows[0]?.remaining).toBe(9)
+  })
+
   it('does not retry other errors', async () => {
     const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'wrongtype:' }), rules })
     await client.set('wrongtype:api.write:{user:1}:sl', 'not a sorted set', 'PX', 60_000)

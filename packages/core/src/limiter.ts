@@ -20,7 +20,7 @@ import {
   storeTimeoutOf,
 } from './store-failure.js'
 import { MemoryStore } from './stores/memory-store.js'
-import type { Store, StoreOperation, StoreResult, StoreTarget } from './stores/store.js'
+import type { Store, StoreOperation, StoreRequest, StoreResult, StoreTarget } from './stores/store.js'
 
 export interface LimiterOptions {
   /**
@@ -165,68 +165,106 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const rules = resolveRules(options.rules, onWarning)
   // Made only once everything else is valid, so a config error leaves no sweep timer behind.
   const store = options.store ?? new MemoryStore()
-  const inFlight = new Set<Promise<unknown>>()
+  let inFlight = 0
+  let drained: (() => void) | undefined
   let closing: Promise<void> | undefined
   let localStore: MemoryStore | undefined
+  const evaluateSync = store.evaluateSync?.bind(store)
 
   function dropLocalStore() {
     void localStore?.close()
     localStore = undefined
   }
 
-  function track<T>(work: () => Promise<T>): Promise<T> {
-    if (closing) return Promise.reject(new TollgateError('TG_CLOSED', 'the limiter is closed'))
-    const promise = work()
-    inFlight.add(promise)
-    const forget = () => inFlight.delete(promise)
-    promise.then(forget, forget)
-    return promise
+  function settled() {
+    if (--inFlight === 0) drained?.()
+  }
+
+  function track<T>(work: Promise<T>): Promise<T> {
+    inFlight++
+    work.then(settled, settled)
+    return work
+  }
+
+  function closedError() {
+    return new TollgateError('TG_CLOSED', 'the limiter is closed')
   }
 
   /** The store's answer, unless it fails, times out, or the breaker is open: then the failure. */
-  async function guarded<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (answer: T) => void): Promise<T> {
-    if (!breaker.tryAcquire()) throw new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
-    try {
-      const answer = await callStore(call, timeoutMs, onLateAnswer)
-      breaker.success()
-      return answer
-    } catch (cause) {
-      const error = asStoreError(cause)
-      breaker.failure(error)
-      events.emit('store-error', error)
-      throw error
+  function guarded<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (answer: T) => void): Promise<T> {
+    if (!breaker.tryAcquire()) {
+      return Promise.reject(new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open'))
     }
+    return callStore(call, timeoutMs, onLateAnswer).then(
+      (answer) => {
+        breaker.success()
+        return answer
+      },
+      (cause: unknown) => {
+        const error = asStoreError(cause)
+        breaker.failure(error)
+        events.emit('store-error', error)
+        throw error
+      },
+    )
   }
 
   function decide(operation: StoreOperation, ruleName: string, identifiers: unknown, options: unknown) {
-    return track(async () => {
-      const rule = ruleOf(rules, ruleName)
-      const ids = identifiersOf(identifiers)
-      const resolved = decisionOptionsOf(options, defaults)
-      const { cost, dryRun, storeTimeoutMs } = resolved
-      const targets = targetsOf(rule, ids)
-      const request = { operation, targets, cost }
-      const policy = resolved.onStoreError ?? rule.onStoreError ?? onStoreError
-      // An answer after the timeout was still charged by the store; unless the policy let the
-      // request through, take that charge back so a refused request consumes nothing.
-      const undoLateCharge = (late: StoreResult) => {
-        if (policy === 'allow' || !late.allowed || !late.revert) return
-        late.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
-      }
-      const evaluation = guarded(() => store.evaluate(request), storeTimeoutMs, undoLateCharge)
-      if (operation === 'refund') return toDecision(rule.name, cost, targets, await evaluation)
-      let decision: Decision
+    if (closing) return Promise.reject(closedError())
+    let plan: Plan
+    try {
+      plan = planOf(
+        operation,
+        ruleOf(rules, ruleName),
+        identifiersOf(identifiers),
+        decisionOptionsOf(options, defaults),
+        onStoreError,
+      )
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    // An in-process store answers at once: no timer, no breaker, no promise until the end.
+    if (evaluateSync) {
       try {
-        decision = toDecision(rule.name, cost, targets, await evaluation)
+        return Promise.resolve(finish(plan, evaluateSync(plan.request)))
       } catch (error) {
-        if (policy !== 'local') return storeFailureDecision(rule.name, cost, policy, error)
-        localStore ??= new MemoryStore()
-        const local = toDecision(rule.name, cost, targets, await localStore.evaluate(request))
-        decision = { ...local, reason: 'local-fallback', error: asStoreError(error) }
+        if (operation === 'refund') return Promise.reject(asStoreError(error))
+        events.emit('store-error', asStoreError(error))
+        return Promise.resolve(failureDecision(plan, error))
       }
-      if (dryRun && !decision.allowed) return { ...decision, allowed: true, reason: 'dry-run' as const }
-      return decision
-    })
+    }
+    return track(decideOnStore(plan))
+  }
+
+  function decideOnStore(plan: Plan): Promise<Decision> {
+    const { request, policy } = plan
+    // An answer after the timeout was still charged by the store; unless the policy let the
+    // request through, take that charge back so a refused request consumes nothing.
+    const undoLateCharge = (late: StoreResult) => {
+      if (policy === 'allow' || !late.allowed || !late.revert) return
+      late.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
+    }
+    // Plain promise callbacks rather than async functions: each of those allocates a frame
+    // that outlives the round trip, and this runs for every decision.
+    const failed = (error: unknown) => {
+      if (request.operation === 'refund') throw error
+      return failureDecision(plan, error)
+    }
+    return guarded(() => store.evaluate(request), plan.storeTimeoutMs, undoLateCharge).then((result) => {
+      try {
+        return finish(plan, result)
+      } catch (error) {
+        return failed(error)
+      }
+    }, failed)
+  }
+
+  function failureDecision(plan: Plan, error: unknown): Decision {
+    const { policy, rule, cost, request } = plan
+    if (policy !== 'local') return storeFailureDecision(rule.name, cost, policy, error)
+    localStore ??= new MemoryStore()
+    const local = toDecision(rule.name, cost, request.targets, localStore.evaluateSync(request))
+    return withDryRun(plan, { ...local, reason: 'local-fallback', error: asStoreError(error) })
   }
 
   // A property, not a copied value: Object.assign would read the state once.
@@ -240,13 +278,21 @@ export function createLimiter(options: LimiterOptions): Limiter {
       decide('peek', rule, identifiers, options),
     refund: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
       decide('refund', rule, identifiers, options),
-    reset: (rule: string, identifiers: string | readonly string[]) =>
-      track(async () => {
-        const targets = targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))
-        return guarded(() => store.reset(targets), defaults.storeTimeoutMs)
-      }),
+    reset(rule: string, identifiers: string | readonly string[]) {
+      if (closing) return Promise.reject(closedError())
+      let targets: StoreTarget[]
+      try {
+        targets = targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+      return track(guarded(() => store.reset(targets), defaults.storeTimeoutMs))
+    },
     close() {
-      closing ??= Promise.allSettled([...inFlight]).then(async () => {
+      closing ??= new Promise<void>((resolve) => {
+        drained = resolve
+        if (inFlight === 0) resolve()
+      }).then(async () => {
         dropLocalStore()
         await store.close()
       })
@@ -325,6 +371,45 @@ function targetsOf(rule: Rule, identifiers: readonly string[]): StoreTarget[] {
     }
   }
   return targets
+}
+
+/** One call's decision, resolved before any I/O. */
+interface Plan {
+  rule: Rule
+  request: StoreRequest
+  cost: number
+  dryRun: boolean
+  policy: StoreErrorPolicy
+  storeTimeoutMs: number
+}
+
+function planOf(
+  operation: StoreOperation,
+  rule: Rule,
+  identifiers: readonly string[],
+  options: ResolvedDecisionOptions,
+  limiterPolicy: StoreErrorPolicy,
+): Plan {
+  const { cost, dryRun, storeTimeoutMs } = options
+  return {
+    rule,
+    request: { operation, targets: targetsOf(rule, identifiers), cost },
+    cost,
+    dryRun,
+    policy: options.onStoreError ?? rule.onStoreError ?? limiterPolicy,
+    storeTimeoutMs,
+  }
+}
+
+function finish(plan: Plan, result: StoreResult): Decision {
+  return withDryRun(plan, toDecision(plan.rule.name, plan.cost, plan.request.targets, result))
+}
+
+function withDryRun(plan: Plan, decision: Decision): Decision {
+  if (plan.dryRun && !decision.allowed && plan.request.operation !== 'refund') {
+    return { ...decision, allowed: true, reason: 'dry-run' }
+  }
+  return decision
 }
 
 function toDecision(

@@ -40,7 +40,7 @@ export function asStoreError(cause: unknown): TollgateError {
 
 /**
  * Calls the store and bounds the wait. A custom store that throws instead of rejecting is
- * treated the same, and every failure comes out as TG_STORE.
+ * treated the same; callers turn every failure into TG_STORE.
  */
 export function callStore<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
   let work: Promise<T>
@@ -49,11 +49,55 @@ export function callStore<T>(call: () => Promise<T>, timeoutMs: number, onLateAn
   } catch (error) {
     return Promise.reject(asStoreError(error))
   }
-  return withTimeout(work, timeoutMs, onLateAnswer).catch((error: unknown) => Promise.reject(asStoreError(error)))
+  return withTimeout(work, timeoutMs, onLateAnswer)
 }
 
 /** How long a refused-for-failure client is asked to wait: about the time a store takes to come back from a blip. */
 const RETRY_AFTER_STORE_ERROR_MS = 1_000
+
+/**
+ * Waits of one length begun in the same tick share one timer: under load a tick starts a whole
+ * batch of decisions, and a timer each would cost more than an in-memory decision.
+ */
+class Cohort {
+  /** Once every wait has settled the timer is gone: later waits need a cohort of their own. */
+  done = false
+  private pending = 0
+  private readonly expirations: Array<() => void> = []
+  private readonly timer: NodeJS.Timeout
+
+  constructor(timeoutMs: number) {
+    this.timer = setTimeout(() => {
+      for (const expire of this.expirations) expire()
+    }, timeoutMs)
+  }
+
+  /** `expire` is called when the time is up, unless every wait was settled before. */
+  add(expire: () => void): void {
+    this.pending++
+    this.expirations.push(expire)
+  }
+
+  settle(): void {
+    if (--this.pending > 0) return
+    this.done = true
+    clearTimeout(this.timer)
+  }
+}
+
+/** The cohort still taking waits, per timeout length; closed at the end of the tick. */
+const openCohorts = new Map<number, Cohort>()
+const closeCohorts = () => openCohorts.clear()
+
+function cohortOf(timeoutMs: number): Cohort {
+  let cohort = openCohorts.get(timeoutMs)
+  if (cohort === undefined || cohort.done) {
+    if (openCohorts.size === 0) process.nextTick(closeCohorts)
+    cohort = new Cohort(timeoutMs)
+    openCohorts.set(timeoutMs, cohort)
+  }
+  return cohort
+}
 
 /**
  * Settles with `work`, or rejects after `timeoutMs`. The work itself cannot be cancelled (a
@@ -62,19 +106,27 @@ const RETRY_AFTER_STORE_ERROR_MS = 1_000
  */
 export function withTimeout<T>(work: Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    let late = false
-    const timer = setTimeout(() => {
-      late = true
+    let state: 'waiting' | 'answered' | 'expired' = 'waiting'
+    const cohort = cohortOf(timeoutMs)
+    cohort.add(() => {
+      if (state !== 'waiting') return
+      state = 'expired'
       reject(new TollgateError('TG_STORE', `the store did not answer within ${timeoutMs} ms`))
-    }, timeoutMs)
+    })
     work.then(
       (value) => {
-        clearTimeout(timer)
-        if (late) onLateAnswer?.(value)
-        else resolve(value)
+        if (state === 'expired') {
+          onLateAnswer?.(value)
+          return
+        }
+        state = 'answered'
+        cohort.settle()
+        resolve(value)
       },
       (error: unknown) => {
-        clearTimeout(timer)
+        if (state === 'expired') return
+        state = 'answered'
+        cohort.settle()
         reject(error)
       },
     )

@@ -270,6 +270,40 @@ describe('a store that does not answer', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  // Regression: decisions begun in one tick share a timer, which the first answered cohort
+  // cleared; a decision begun later in that tick joined it and was never bounded.
+  it('bounds a decision begun in the tick another one was answered', async () => {
+    vi.useFakeTimers()
+    const { store: silent } = silentStore()
+    const answer: StoreResult = { allowed: true, nowMs: T, windows: [{ remaining: 4, resetAtMs: T, fitsAtMs: T }] }
+    let calls = 0
+    const store: Store = {
+      ...silent,
+      evaluate: (request) => (calls++ === 0 ? Promise.resolve(answer) : silent.evaluate(request)),
+    }
+    const limiter = limiterOver(store, { storeTimeoutMs: 20 })
+    expect((await limiter.consume('api', IP)).reason).toBe('ok')
+    const decision = await settlesWithin(limiter.consume('api', IP), 20)
+    expect(decision.error?.message).toBe('the store did not answer within 20 ms')
+  })
+
+  it('bounds each of many decisions begun in one tick', async () => {
+    vi.useFakeTimers()
+    const { store, pending } = silentStore()
+    const limiter = limiterOver(store, { storeTimeoutMs: 20 })
+    const decisions = Array.from({ length: 5 }, () => limiter.consume('api', IP))
+    await Promise.resolve()
+    pending[2]?.resolve({ allowed: true, nowMs: T, windows: [{ remaining: 4, resetAtMs: T, fitsAtMs: T }] } as never)
+    const settled = await settlesWithin(Promise.all(decisions), 20)
+    expect(settled.map((decision) => decision.reason)).toEqual([
+      'store-error-allowed',
+      'store-error-allowed',
+      'ok',
+      'store-error-allowed',
+      'store-error-allowed',
+    ])
+  })
+
   it('lets close wait for a decision bounded by the timeout', async () => {
     vi.useFakeTimers()
     const { store } = silentStore()

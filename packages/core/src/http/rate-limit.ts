@@ -179,11 +179,14 @@ function isEngine<Req>(base: RateLimit<Req> | Partial<RateLimitOptions<Req>>): b
 
 /** The app's store for a route's own limiter: closing the route must not close the app's store. */
 function sharedStore(store: Store): Store {
-  return {
+  const shared: Store = {
     evaluate: (request) => store.evaluate(request),
     reset: (targets) => store.reset(targets),
     close: () => Promise.resolve(),
   }
+  const evaluateSync = store.evaluateSync?.bind(store)
+  if (evaluateSync) shared.evaluateSync = evaluateSync
+  return shared
 }
 
 function retryAfterOnly(decision: Decision): Record<string, string> {

@@ -20,7 +20,9 @@ export function evaluateLocally(
   now: number,
 ): StoreResult {
   const { operation, targets, cost } = request
-  const states = keys.map((key) => table.get(key, now))
+  // Plain loops, no closures: this is the whole cost of an in-process decision.
+  const states: unknown[] = new Array(targets.length)
+  for (let t = 0; t < targets.length; t++) states[t] = table.get(keys[t] as string, now)
   let allowed = true
   if (operation !== 'refund') {
     for (let t = 0; t < targets.length && allowed; t++) {
@@ -35,7 +37,8 @@ export function evaluateLocally(
   }
   const writes = (operation === 'consume' && allowed && cost > 0) || (operation === 'refund' && cost > 0)
   const windows: StoreWindowResult[] = []
-  targets.forEach((target, t) => {
+  for (let t = 0; t < targets.length; t++) {
+    const target = targets[t] as (typeof targets)[number]
     const algorithm = algorithms[target.algorithm]
     let state = states[t]
     if (writes) {
@@ -54,6 +57,6 @@ export function evaluateLocally(
         fitsAtMs: algorithm.fitsAt(state, window, now, cost),
       })
     }
-  })
+  }
   return { allowed: operation === 'refund' || allowed, nowMs: now, windows }
 }

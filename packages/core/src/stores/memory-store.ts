@@ -12,8 +12,9 @@ export interface MemoryStoreOptions {
    */
   clock?: Clock
   /**
-   * The most (rule, identifier) states kept. Past it the least recently charged state is
-   * dropped, which hands that identifier a fresh quota, so size it above the number of
+   * The most (rule, identifier) states kept. Past it a state not charged recently is dropped
+   * (CLOCK order: an oldest state charged since eviction last passed it is kept and moved on),
+   * which hands that identifier a fresh quota, so size it above the number of
    * identifiers active within your longest period. Measured: about 420–470 bytes of heap per key
    * for a fixed window and 630–680 for a sliding log, so the default holds up to ~600 MB.
    * @default 1_000_000
@@ -29,6 +30,8 @@ export interface MemoryStoreOptions {
 interface Entry {
   state: unknown
   expiresAt: number
+  /** Charged since eviction last passed it: it gets a second chance (the CLOCK policy). */
+  charged: boolean
 }
 
 const OPTION_KEYS = new Set(['clock', 'maxKeys', 'sweepIntervalMs'])
@@ -59,10 +62,17 @@ export class MemoryStore implements Store {
       return entry.state
     },
     set: (key, state, expiresAt) => {
-      // Re-inserting moves the key to the end, so the map's order is least recently charged first.
-      this.entries.delete(key)
-      this.entries.set(key, { state, expiresAt })
-      if (this.entries.size > this.maxKeys) this.evictOldest()
+      // Marked rather than moved to the end: a delete and a set on every charge cost more than
+      // the decision, while eviction, which moves marked entries on, only runs once full.
+      const entry = this.entries.get(key)
+      if (entry) {
+        entry.state = state
+        entry.expiresAt = expiresAt
+        entry.charged = true
+        return
+      }
+      this.entries.set(key, { state, expiresAt, charged: false })
+      if (this.entries.size > this.maxKeys) this.evictOldest(key)
     },
     delete: (key) => {
       this.entries.delete(key)
@@ -109,8 +119,16 @@ export class MemoryStore implements Store {
   }
 
   evaluate(request: StoreRequest): Promise<StoreResult> {
+    try {
+      return Promise.resolve(this.evaluateSync(request))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  evaluateSync(request: StoreRequest): StoreResult {
     const keys = request.targets.map((target) => this.keyOf(target))
-    return Promise.resolve(evaluateLocally(this.table, keys, request, this.clock()))
+    return evaluateLocally(this.table, keys, request, this.clock())
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -138,15 +156,31 @@ export class MemoryStore implements Store {
     return Promise.resolve()
   }
 
-  private evictOldest(): void {
-    let next = this.evictionCursor?.next()
-    if (!next || next.done) {
-      this.evictionCursor = this.entries.keys()
-      next = this.evictionCursor.next()
+  /**
+   * Drops the oldest state not charged since eviction last passed it; charged ones move to the
+   * end, unmarked. That approximates least-recently-charged order (CLOCK) and never drops
+   * `added`, the state just made.
+   */
+  private evictOldest(added: string): void {
+    for (let passes = this.entries.size * 2; passes > 0; passes--) {
+      let next = this.evictionCursor?.next()
+      if (!next || next.done) {
+        this.evictionCursor = this.entries.keys()
+        next = this.evictionCursor.next()
+      }
+      if (next.done) return
+      const key = next.value
+      const entry = this.entries.get(key) as Entry
+      if (key === added || entry.charged) {
+        entry.charged = false
+        this.entries.delete(key)
+        this.entries.set(key, entry)
+        continue
+      }
+      this.entries.delete(key)
+      this.evicted++
+      return
     }
-    if (next.done) return
-    this.entries.delete(next.value)
-    this.evicted++
   }
 
   private keyOf(target: StoreTarget): string {

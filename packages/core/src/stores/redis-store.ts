@@ -5,6 +5,7 @@ import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName, Window } from '../rules.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
 import { decideScript } from '../scripts/generated.js'
+import { Batches } from './batches.js'
 import type { Store, StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from './store.js'
 
 /**
@@ -48,7 +49,29 @@ const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
 type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
 
 /**
- * Redis through ioredis: each decision, refund or peek is one EVALSHA, one round trip.
+ * Decisions per script call. A batch holds Redis for about its size times one decision's
+ * script time, so this bounds what one batch adds to other clients' latency.
+ */
+const MAX_BATCH = 256
+
+interface QueuedRun {
+  operation: StoreOperation | 'undo'
+  keys: readonly string[]
+  targets: readonly StoreTarget[]
+  cost: number
+  /** Milliseconds, or '-' for the server's TIME. */
+  time: string
+  revertable: boolean
+  resolve(result: StoreResult): void
+  reject(error: unknown): void
+}
+
+/**
+ * Redis through ioredis: each decision, refund or peek is decided in one round trip. The
+ * decisions a process makes in the same tick travel together, as one EVALSHA of at most
+ * MAX_BATCH decisions (per slot on a Cluster): one socket write and one script call for all of
+ * them, each still decided atomically on its own, in call order, and one failing on a bad key
+ * fails alone. A lone decision is sent at the end of its tick, never held for a timer.
  *
  * On a Cluster, an identifier's keys share its hash tag, so a decision for one identifier is one
  * script on one slot. A decision whose identifiers hash to several slots runs as one script per
@@ -64,8 +87,8 @@ export class RedisStore implements Store {
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
   private readonly decide: DecideCommand
-  /** A rule's windows always encode to the same arguments; encode them once. */
-  private readonly windowArgs = new WeakMap<readonly Window[], string[]>()
+  private readonly specs = new WeakMap<readonly Window[], string>()
+  private readonly batches: Batches<QueuedRun>
 
   constructor(options: RedisStoreOptions) {
     const raw: unknown = options
@@ -89,6 +112,7 @@ export class RedisStore implements Store {
     const commands = client as unknown as Record<string, DecideCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
     this.decide = (commands[COMMAND] as DecideCommand).bind(client)
+    this.batches = new Batches(MAX_BATCH, (runs) => this.send(runs))
   }
 
   /** The key that holds a target's state: useful to inspect it with redis-cli. */
@@ -96,16 +120,14 @@ export class RedisStore implements Store {
     return this.keys.key(target.rule, target.algorithm, target.identifier)
   }
 
-  async evaluate(request: StoreRequest): Promise<StoreResult> {
+  evaluate(request: StoreRequest): Promise<StoreResult> {
     const keys = request.targets.map((target) => this.keyOf(target))
-    const time = this.clock ? String(this.clock()) : ''
-    const slots = this.cluster ? groupBySlot(keys) : []
-    if (slots.length > 1) return this.acrossSlots(request, keys, slots, time)
-    const result = await this.run(request.operation, keys, request.targets, request.cost, time)
-    if (request.operation === 'consume' && result.allowed && request.cost > 0) {
-      result.revert = () => this.undo(keys, request.targets, request.cost, result.nowMs)
+    const time = this.clock ? String(this.clock()) : '-'
+    if (this.cluster) {
+      const slots = groupBySlot(keys)
+      if (slots.length > 1) return this.acrossSlots(request, keys, slots, time)
     }
-    return result
+    return this.run(request.operation, keys, request.targets, request.cost, time, true)
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -119,16 +141,54 @@ export class RedisStore implements Store {
     return Promise.resolve()
   }
 
-  private async run(
+  /**
+   * Queues one script run, all its keys in one slot, for the next batch of that slot. A
+   * `revertable` consume that charged gets a `revert` (a part of a decision split over slots is
+   * reverted with the whole).
+   */
+  private run(
     operation: StoreOperation | 'undo',
     keys: readonly string[],
     targets: readonly StoreTarget[],
     cost: number,
     time: string,
+    revertable = false,
   ): Promise<StoreResult> {
-    const args: string[] = [operation, String(cost), time]
-    for (const target of targets) args.push(...this.argsOf(target))
-    return parseReply(await this.decide(keys.length, ...keys, ...args), targets)
+    return new Promise<StoreResult>((resolve, reject) => {
+      // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
+      const group = this.cluster ? calculateSlot(keys[0] as string) : 0
+      this.batches.add(group, { operation, keys, targets, cost, time, revertable, resolve, reject })
+    })
+  }
+
+  private send(runs: readonly QueuedRun[]): void {
+    const keysAndArgs: string[] = []
+    for (const run of runs) for (const key of run.keys) keysAndArgs.push(key)
+    const keyCount = keysAndArgs.length
+    for (const run of runs) keysAndArgs.push(this.headerOf(run))
+    let reply: Promise<unknown>
+    try {
+      reply = this.decide(keyCount, ...keysAndArgs)
+    } catch (error) {
+      for (const run of runs) run.reject(error)
+      return
+    }
+    reply.then(
+      (replies) => {
+        if (!Array.isArray(replies) || replies.length !== runs.length) {
+          const error = new TollgateError(
+            'TG_STORE',
+            `unexpected reply from the decide script: ${describeValue(replies)}`,
+          )
+          for (const run of runs) run.reject(error)
+          return
+        }
+        for (let i = 0; i < runs.length; i++) this.settle(runs[i] as QueuedRun, replies[i])
+      },
+      (error: unknown) => {
+        for (const run of runs) run.reject(error)
+      },
+    )
   }
 
   private async acrossSlots(
@@ -185,14 +245,43 @@ export class RedisStore implements Store {
     await this.run('undo', keys, targets, cost, String(nowMs))
   }
 
-  private argsOf(target: StoreTarget): string[] {
-    let args = this.windowArgs.get(target.windows)
-    if (!args) {
-      args = [ALGORITHM_CODE[target.algorithm], String(target.windows.length)]
-      for (const window of target.windows) args.push(String(window.limit), String(window.periodMs))
-      this.windowArgs.set(target.windows, args)
+  /** `operation cost now spec|spec…`: the decide script's one argument per decision. */
+  private headerOf(run: QueuedRun): string {
+    let header = `${run.operation} ${run.cost} ${run.time} ${this.specOf(run.targets[0] as StoreTarget)}`
+    for (let i = 1; i < run.targets.length; i++) header += `|${this.specOf(run.targets[i] as StoreTarget)}`
+    return header
+  }
+
+  /** A run's reply is its result, or the message of the error that failed it alone. */
+  private settle(run: QueuedRun, reply: unknown): void {
+    if (typeof reply === 'string' || Buffer.isBuffer(reply)) {
+      run.reject(new Error(String(reply)))
+      return
     }
-    return args
+    let result: StoreResult
+    try {
+      result = parseReply(reply, run.targets)
+    } catch (error) {
+      run.reject(error)
+      return
+    }
+    if (run.revertable && run.operation === 'consume' && result.allowed && run.cost > 0) {
+      const { keys, targets, cost } = run
+      const nowMs = result.nowMs
+      result.revert = () => this.undo(keys, targets, cost, nowMs)
+    }
+    run.resolve(result)
+  }
+
+  /** A rule's windows always encode to the same spec; encode it once. */
+  private specOf(target: StoreTarget): string {
+    let spec = this.specs.get(target.windows)
+    if (spec === undefined) {
+      spec = `${ALGORITHM_CODE[target.algorithm]} ${target.windows.length}`
+      for (const window of target.windows) spec += ` ${window.limit} ${window.periodMs}`
+      this.specs.set(target.windows, spec)
+    }
+    return spec
   }
 }
 

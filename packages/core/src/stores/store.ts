@@ -52,6 +52,12 @@ export interface StoreResult {
  */
 export interface Store {
   evaluate(request: StoreRequest): Promise<StoreResult>
+  /**
+   * The same answer at once, for stores that keep their state in the process. When a store has
+   * it, the limiter calls it instead of `evaluate`, with no timeout and no circuit breaker:
+   * nothing in-process can stop answering, and the decision costs no timer and no promise hop.
+   */
+  evaluateSync?(request: StoreRequest): StoreResult
   /** Forgets the state of these targets. */
   reset(targets: readonly StoreTarget[]): Promise<void>
   /** Releases timers and connections the store owns (never a client it was given). */
