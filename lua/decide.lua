@@ -10,7 +10,7 @@
 --                       made at `now` on some slots of a Cluster when another slot refused)
 --            cost       an integer ≥ 0
 --            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
---            spec       'code count limit period …' with code 'sl', 'fw', 'sw' or 'tb'
+--            spec       'code limit period limit period …' with code 'sl', 'fw', 'sw' or 'tb'
 --          Decisions of one rule in one batch send the same text, which is parsed once.
 -- Reply    per decision, either { allowed (1 or 0), now, then per window in order: remaining,
 --          reset_at, fits_at } with fits_at = -1 when the cost can never fit, every number an
@@ -32,15 +32,15 @@
 local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
 local algorithms = {}
 -- Decisions of one batch mostly share their rules: each spec is parsed once per batch.
-local specs = {}
-local headers = {}
+local parsed_specs = {}
+local parsed_headers = {}
 
 local function spec_of(text)
-  local spec = specs[text]
+  local spec = parsed_specs[text]
   if spec then
     return spec
   end
-  local code, rest = string.match(text, '^(%a+) %d+ (.*)$')
+  local code, rest = string.match(text, '^(%a+) (.*)$')
   local algorithm = algorithms[code]
   if not algorithm then
     algorithm = modules[code]()
@@ -51,22 +51,22 @@ local function spec_of(text)
     windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
   end
   spec = { algorithm = algorithm, windows = windows }
-  specs[text] = spec
+  parsed_specs[text] = spec
   return spec
 end
 
 local function header_of(text)
-  local header = headers[text]
+  local header = parsed_headers[text]
   if header then
     return header
   end
   local operation, cost, now, rest = string.match(text, '^(%a+) (%d+) (%S+) (.*)$')
-  local targets = {}
+  local specs = {}
   for spec in string.gmatch(rest, '[^|]+') do
-    targets[#targets + 1] = spec_of(spec)
+    specs[#specs + 1] = spec_of(spec)
   end
-  header = { operation = operation, cost = tonumber(cost), now = tonumber(now), targets = targets }
-  headers[text] = header
+  header = { operation = operation, cost = tonumber(cost), now = tonumber(now), specs = specs }
+  parsed_headers[text] = header
   return header
 end
 
@@ -86,7 +86,7 @@ end
 -- per decision, and Lua's allocations and ipairs calls would otherwise cost more than the Redis
 -- commands it makes.
 local function decide(header, key)
-  local operation, cost, now, specs = header.operation, header.cost, now_of(header), header.targets
+  local operation, cost, now, specs = header.operation, header.cost, now_of(header), header.specs
   local count = #specs
   local targets = {}
   for i = 1, count do
@@ -162,6 +162,6 @@ for arg = 1, #ARGV do
     reply = tostring(reply)
   end
   replies[arg] = reply
-  key = key + #header.targets
+  key = key + #header.specs
 end
 return replies

@@ -183,7 +183,7 @@ local function sliding_log_module()
       ttl = log.last_time + sl_longest(windows) - now
     end
     if ttl > 0 then
-      redis.call('PEXPIRE', key, fmt(ttl))
+      redis.call('PEXPIRE', key, ttl)
     else
       redis.call('DEL', key)
     end

@@ -227,9 +227,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (evaluateSync) {
       try {
         return Promise.resolve(finish(plan, evaluateSync(plan.request)))
-      } catch (error) {
-        if (operation === 'refund') return Promise.reject(asStoreError(error))
-        events.emit('store-error', asStoreError(error))
+      } catch (cause) {
+        const error = asStoreError(cause)
+        if (operation === 'refund') return Promise.reject(error)
+        events.emit('store-error', error)
         return Promise.resolve(failureDecision(plan, error))
       }
     }

@@ -277,7 +277,7 @@ export class RedisStore implements Store {
   private specOf(target: StoreTarget): string {
     let spec = this.specs.get(target.windows)
     if (spec === undefined) {
-      spec = `${ALGORITHM_CODE[target.algorithm]} ${target.windows.length}`
+      spec = ALGORITHM_CODE[target.algorithm]
       for (const window of target.windows) spec += ` ${window.limit} ${window.periodMs}`
       this.specs.set(target.windows, spec)
     }
