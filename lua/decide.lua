@@ -12,15 +12,18 @@
 --            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
 --            spec       'code limit period limit period …' with code 'sl', 'fw', 'sw' or 'tb'
 --          Decisions of one rule in one batch send the same text, which is parsed once.
--- Reply    per decision, either { allowed (1 or 0), now, then per window in order: remaining,
---          reset_at, fits_at } with fits_at = -1 when the cost can never fit, every number an
---          integer; or a string, the error that decision met (one bad key fails only its own
---          decision, and it fails before anything of it is written)
+-- Reply    one flat array, decision after decision: either allowed (1 or 0), now, then per
+--          window in order remaining, reset_at, fits_at, with fits_at = -1 when the cost can never
+--          fit, every number an integer; or one string, the error that decision met (one bad key
+--          fails only its own decision, and it fails before anything of it is written). Flat,
+--          because Redis converts a nested table per decision at about twice the cost.
 --
 -- Each algorithm module offers load(key, windows), fits_at(state, w, now, need), remaining(state,
 -- w, now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
 -- now): the same steps as the TypeScript models that the in-memory store runs (undo has no
--- counterpart there: one process never splits a decision).
+-- counterpart there: one process never splits a decision). fixed_window, sliding_window and
+-- bucket also offer one(key, w, now, cost, peek, reply, n): the same steps for a consume or peek
+-- of a single one-window target, the commonest decision, with its numbers in locals.
 
 --#include lib/numbers.lua
 --#include lib/counters.lua
@@ -65,7 +68,15 @@ local function header_of(text)
   for spec in string.gmatch(rest, '[^|]+') do
     specs[#specs + 1] = spec_of(spec)
   end
-  header = { operation = operation, cost = tonumber(cost), now = tonumber(now), specs = specs }
+  local keys, width = #specs, 2
+  for i = 1, keys do
+    width = width + 3 * #specs[i].windows
+  end
+  header = { operation = operation, cost = tonumber(cost), now = tonumber(now), specs = specs, keys = keys, width = width }
+  local first = specs[1]
+  if keys == 1 and #first.windows == 1 and first.algorithm.one and (operation == 'consume' or operation == 'peek') then
+    header.one, header.window, header.peek = first.algorithm.one, first.windows[1], operation == 'peek'
+  end
   parsed_headers[text] = header
   return header
 end
@@ -77,15 +88,15 @@ local function now_of(header)
   end
   if not server_now then
     local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
   end
   return server_now
 end
 
--- The decision whose keys start at KEYS[key]. Plain numeric loops and few tables: this runs once
--- per decision, and Lua's allocations and ipairs calls would otherwise cost more than the Redis
--- commands it makes.
-local function decide(header, key)
+-- The decision whose keys start at KEYS[key], its reply appended to `reply` after `n`; returns
+-- the reply's new length. Plain numeric loops and few tables: this runs once per decision, and
+-- Lua's allocations and ipairs calls would otherwise cost more than the Redis commands it makes.
+local function decide(header, key, reply, n)
   local operation, cost, now, specs = header.operation, header.cost, now_of(header), header.specs
   local count = #specs
   local targets = {}
@@ -114,11 +125,8 @@ local function decide(header, key)
   end
 
   local writes = cost > 0 and operation ~= 'peek' and (allowed or not charging)
-  local reply = { 0, now }
-  if allowed then
-    reply[1] = 1
-  end
-  local n = 2
+  reply[n + 1], reply[n + 2] = allowed and 1 or 0, now
+  n = n + 2
   for i = 1, count do
     local target = targets[i]
     local algorithm, windows, state = target[2].algorithm, target[2].windows, target[3]
@@ -146,22 +154,37 @@ local function decide(header, key)
       n = n + 3
     end
   end
-  return reply
+  return n
 end
 
-local replies = {}
+local reply = {}
+local n = 0
 local key = 1
 for arg = 1, #ARGV do
   local header = header_of(ARGV[arg])
-  local ok, reply = pcall(decide, header, key)
-  if not ok then
-    -- Redis raises its command errors as { err = message }; ours are plain strings.
-    if type(reply) == 'table' and reply.err then
-      reply = reply.err
+  local ok, result
+  if header.one then
+    ok, result = pcall(header.one, KEYS[key], header.window, now_of(header), header.cost, header.peek, reply, n)
+    if ok and not result then
+      ok, result = pcall(decide, header, key, reply, n)
     end
-    reply = tostring(reply)
+  else
+    ok, result = pcall(decide, header, key, reply, n)
   end
-  replies[arg] = reply
-  key = key + #header.specs
+  if ok then
+    n = result
+  else
+    -- Redis raises its command errors as { err = message }; ours are plain strings.
+    if type(result) == 'table' and result.err then
+      result = result.err
+    end
+    n = n + 1
+    reply[n] = tostring(result)
+    -- Nothing a failed decision wrote of its reply may stay.
+    for i = n + 1, n + header.width do
+      reply[i] = nil
+    end
+  end
+  key = key + header.keys
 end
-return replies
+return reply

@@ -20,14 +20,14 @@ local MAX_PACKED = 999999999
 local LENGTH_DIGITS = { '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 
 local function packable(n)
-  return n >= 0 and n <= MAX_PACKED and n == math.floor(n)
+  return n >= 0 and n <= MAX_PACKED and n == floor(n)
 end
 
 -- The digits of the entry's two or three numbers, or nil when one is not a whole number ≥ 0
 -- (fmt would print a point or a sign) or a later one has more digits than a length digit can
 -- say. No tables: this runs on every write.
 local function pack_digits(first, second, third)
-  if first < 0 or first ~= math.floor(first) or not packable(second) then
+  if first < 0 or first ~= floor(first) or not packable(second) then
     return nil
   end
   local b = fmt(second)
@@ -54,6 +54,14 @@ local function unpack_digits(raw, arity)
   return tonumber(string.sub(raw, 1, stop - size2)),
     tonumber(string.sub(raw, stop - size2 + 1, stop)),
     tonumber(string.sub(raw, stop + 1, n - 2))
+end
+
+-- The compact numbers of `raw`, or nil when it is in the textual form.
+local function read_compact(raw, arity)
+  if string.find(raw, ' ', 1, true) then
+    return nil
+  end
+  return unpack_digits(raw, arity)
 end
 
 -- from_numbers(w, n1, …, nk) turns the compact numbers into an entry of `arity` values for

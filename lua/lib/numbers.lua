@@ -2,6 +2,7 @@
 -- exactly, tostring only those below 1e14 (past it, exponent notation loses digits).
 
 local NEVER = math.huge
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
 -- Formatting is most of what a write costs, and the numbers of one batch repeat (window starts,
 -- periods, small counts): each is formatted once per script call. tostring costs half of

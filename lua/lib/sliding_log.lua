@@ -14,7 +14,7 @@ local function sliding_log_module()
   local function sl_longest(windows)
     local longest = 0
     for _, w in ipairs(windows) do
-      longest = math.max(longest, w.period)
+      longest = max(longest, w.period)
     end
     return longest
   end
@@ -78,7 +78,7 @@ local function sliding_log_module()
     end
     local low, high = 0, redis.call('ZCARD', log.key) - 1
     while low < high do
-      local mid = math.floor((low + high) / 2)
+      local mid = floor((low + high) / 2)
       if sl_total(redis.call('ZRANGE', log.key, mid, mid)[1]) >= target then
         high = mid
       else
@@ -91,7 +91,7 @@ local function sliding_log_module()
 
   function sliding_log.remaining(log, w, now)
     local used = sl_usage(log, w, now)
-    return math.max(0, w.limit - used)
+    return max(0, w.limit - used)
   end
 
   function sliding_log.charge(log, windows, now, cost)
@@ -114,7 +114,7 @@ local function sliding_log_module()
         redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
       end
       -- Entries stay in time order even when a caller's clock lags the one that wrote before it.
-      at = math.max(now, last_time)
+      at = max(now, last_time)
     end
     redis.call('ZADD', key, at, struct.pack('>I7', total + cost))
     -- The new entry lies after every window's start and trimming kept the entry each window

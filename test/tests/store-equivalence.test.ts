@@ -75,3 +75,48 @@ describe('MemoryStore and RedisStore decide identically', () => {
     await Promise.all(limiters.map((limiter) => limiter.close()))
   })
 })
+
+// The decide script takes a shorter path for a consume or peek of one target with one window:
+// these rules exercise it on every step, across window boundaries, costs over the limit and
+// states that have expired.
+describe('MemoryStore and RedisStore decide one-window rules identically', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  it.each(ALGORITHMS)('%s, over 1,500 random operations', async (algorithm) => {
+    const clock = new ManualClock(1_700_000_000_777)
+    const rules = {
+      small: { algorithm, windows: [{ limit: 7, period: '3s' }] },
+      wide: { algorithm, windows: [{ limit: 60, period: '1m' }] },
+    }
+    const limiters: Limiter[] = [
+      createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
+      createLimiter({
+        store: new RedisStore({ client, clock: clock.now, prefix: `one-window:${process.pid}:${algorithm}:` }),
+        rules,
+      }),
+    ]
+    const random = seededRandom(100 + ALGORITHMS.indexOf(algorithm))
+    const seen = { allowed: 0, refused: 0 }
+    for (let step = 0; step < 1_500; step++) {
+      clock.advance(random(40) === 0 ? 70_000 : random(300))
+      const rule = random(3) === 0 ? 'wide' : 'small'
+      const ids = [IDENTIFIERS[random(2)] as string]
+      const cost = random(12) === 0 ? 0 : random(15) === 0 ? 8 + random(60) : 1 + random(3)
+      const operation = (['consume', 'consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(6)] ?? 'peek'
+      const [local, redis] = (await Promise.all(
+        limiters.map((limiter) => limiter[operation](rule, ids, { cost })),
+      )) as [Decision, Decision]
+      expect(redis, `step ${step}: ${operation} ${rule} ${ids[0]} cost ${cost}`).toEqual(local)
+      if (operation === 'consume') seen[local.allowed ? 'allowed' : 'refused']++
+    }
+    expect(seen.allowed).toBeGreaterThan(200)
+    expect(seen.refused).toBeGreaterThan(60)
+    await Promise.all(limiters.map((limiter) => limiter.close()))
+  })
+})

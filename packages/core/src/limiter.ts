@@ -13,6 +13,7 @@ import {
 } from './rules.js'
 import {
   asStoreError,
+  awaitStore,
   callStore,
   type StoreErrorPolicy,
   storeErrorPolicyOf,
@@ -234,30 +235,81 @@ export function createLimiter(options: LimiterOptions): Limiter {
         return Promise.resolve(failureDecision(plan, error))
       }
     }
-    return track(decideOnStore(plan))
+    return decideOnStore(plan)
   }
 
+  /** A store failure, counted by the breaker and reported. */
+  function storeFailed(cause: unknown): TollgateError {
+    const error = asStoreError(cause)
+    breaker.failure(error)
+    events.emit('store-error', error)
+    return error
+  }
+
+  /**
+   * The store's answer made a decision, or its failure, timeout or open breaker made one by the
+   * policy. One promise per decision, settled from the store's callbacks: every decision takes
+   * this path, and each promise layer would cost an allocation and a microtask.
+   */
   function decideOnStore(plan: Plan): Promise<Decision> {
     const { request, policy } = plan
-    // An answer after the timeout was still charged by the store; unless the policy let the
-    // request through, take that charge back so a refused request consumes nothing.
-    const undoLateCharge = (late: StoreResult) => {
-      if (policy === 'allow' || !late.allowed || !late.revert) return
-      late.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
+    if (!breaker.tryAcquire()) {
+      const error = new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
+      return request.operation === 'refund' ? Promise.reject(error) : settleFailure(plan, error)
     }
-    // Plain promise callbacks rather than async functions: each of those allocates a frame
-    // that outlives the round trip, and this runs for every decision.
-    const failed = (error: unknown) => {
-      if (request.operation === 'refund') throw error
-      return failureDecision(plan, error)
+    let work: Promise<StoreResult>
+    try {
+      work = store.evaluate(request)
+    } catch (cause) {
+      const error = storeFailed(cause)
+      return request.operation === 'refund' ? Promise.reject(error) : settleFailure(plan, error)
     }
-    return guarded(() => store.evaluate(request), plan.storeTimeoutMs, undoLateCharge).then((result) => {
-      try {
-        return finish(plan, result)
-      } catch (error) {
-        return failed(error)
+    inFlight++
+    return new Promise<Decision>((resolve, reject) => {
+      const failed = (error: unknown) => {
+        settled()
+        if (request.operation === 'refund') {
+          reject(error)
+          return
+        }
+        try {
+          resolve(failureDecision(plan, error))
+        } catch (failure) {
+          reject(failure)
+        }
       }
-    }, failed)
+      awaitStore(
+        work,
+        plan.storeTimeoutMs,
+        (result) => {
+          breaker.success()
+          let decision: Decision
+          try {
+            decision = finish(plan, result)
+          } catch (error) {
+            failed(error)
+            return
+          }
+          settled()
+          resolve(decision)
+        },
+        (cause) => failed(storeFailed(cause)),
+        // An answer after the timeout was still charged by the store; unless the policy let the
+        // request through, take that charge back so a refused request consumes nothing.
+        (late) => {
+          if (policy === 'allow' || !late.allowed || !late.revert) return
+          late.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
+        },
+      )
+    })
+  }
+
+  function settleFailure(plan: Plan, error: unknown): Promise<Decision> {
+    try {
+      return Promise.resolve(failureDecision(plan, error))
+    } catch (failure) {
+      return Promise.reject(failure)
+    }
   }
 
   function failureDecision(plan: Plan, error: unknown): Decision {

@@ -50,9 +50,12 @@ type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise
 
 /**
  * Decisions per script call. A batch holds Redis for about its size times one decision's
- * script time, so this bounds what one batch adds to other clients' latency.
+ * script time, so this bounds what one batch adds to other clients' latency. It also lets the
+ * two sides overlap: while Redis runs one batch, the process settles the last one and prepares
+ * the next. At 256 in flight, batches of 128 decided 1.7× as many decisions per second as
+ * batches of 256, which kept the process and Redis waiting on each other in turn.
  */
-const MAX_BATCH = 256
+const MAX_BATCH = 128
 
 interface QueuedRun {
   operation: StoreOperation | 'undo'
@@ -175,15 +178,31 @@ export class RedisStore implements Store {
     }
     reply.then(
       (replies) => {
-        if (!Array.isArray(replies) || replies.length !== runs.length) {
+        // One flat array: per run, its numbers, or one string for the error that failed it alone.
+        let at = 0
+        let i = 0
+        if (Array.isArray(replies)) {
+          for (; i < runs.length; i++) {
+            const run = runs[i] as QueuedRun
+            const first: unknown = replies[at]
+            if (typeof first === 'string' || Buffer.isBuffer(first)) {
+              run.reject(new Error(String(first)))
+              at += 1
+              continue
+            }
+            const width = widthOf(run.targets)
+            if (at + width > replies.length) break
+            this.settle(run, replies as number[], at, width)
+            at += width
+          }
+        }
+        if (!Array.isArray(replies) || i < runs.length || at !== replies.length) {
           const error = new TollgateError(
             'TG_STORE',
             `unexpected reply from the decide script: ${describeValue(replies)}`,
           )
-          for (const run of runs) run.reject(error)
-          return
+          for (; i < runs.length; i++) (runs[i] as QueuedRun).reject(error)
         }
-        for (let i = 0; i < runs.length; i++) this.settle(runs[i] as QueuedRun, replies[i])
       },
       (error: unknown) => {
         for (const run of runs) run.reject(error)
@@ -252,19 +271,9 @@ export class RedisStore implements Store {
     return header
   }
 
-  /** A run's reply is its result, or the message of the error that failed it alone. */
-  private settle(run: QueuedRun, reply: unknown): void {
-    if (typeof reply === 'string' || Buffer.isBuffer(reply)) {
-      run.reject(new Error(String(reply)))
-      return
-    }
-    let result: StoreResult
-    try {
-      result = parseReply(reply, run.targets)
-    } catch (error) {
-      run.reject(error)
-      return
-    }
+  /** Resolves a run with its `width` numbers, `replies[at]` onwards. */
+  private settle(run: QueuedRun, replies: readonly number[], at: number, width: number): void {
+    const result = resultOf(replies, at, (width - 2) / 3)
     if (run.revertable && run.operation === 'consume' && result.allowed && run.cost > 0) {
       const { keys, targets, cost } = run
       const nowMs = result.nowMs
@@ -322,15 +331,16 @@ function mergeSlots(
   return { allowed, nowMs, windows: byTarget.flat() }
 }
 
-function parseReply(reply: unknown, targets: readonly StoreTarget[]): StoreResult {
-  let expected = 2
-  for (const target of targets) expected += 3 * target.windows.length
-  if (!Array.isArray(reply) || reply.length !== expected) {
-    throw new TollgateError('TG_STORE', `unexpected reply from the decide script: ${describeValue(reply)}`)
-  }
-  const values = reply as number[]
+/** The numbers a run's reply holds: allowed and now, then three per window of each target. */
+function widthOf(targets: readonly StoreTarget[]): number {
+  let width = 2
+  for (const target of targets) width += 3 * target.windows.length
+  return width
+}
+
+function resultOf(values: readonly number[], at: number, windowCount: number): StoreResult {
   const windows: StoreWindowResult[] = []
-  for (let i = 2; i < expected; i += 3) {
+  for (let w = 0, i = at + 2; w < windowCount; w++, i += 3) {
     const fitsAt = values[i + 2] as number
     windows.push({
       remaining: values[i] as number,
@@ -338,5 +348,5 @@ function parseReply(reply: unknown, targets: readonly StoreTarget[]): StoreResul
       fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
     })
   }
-  return { allowed: values[0] === 1, nowMs: values[1] as number, windows }
+  return { allowed: values[at] === 1, nowMs: values[at + 1] as number, windows }
 }
