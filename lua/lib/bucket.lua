@@ -105,7 +105,12 @@ local function bucket_module()
     if raw then
       local stored_at, stored_level = read_compact(raw, 2)
       if not stored_at then
-        return nil
+        -- A level too large to pack (a limit in the billions) stays textual: `period level at`.
+        local period, level_text, at_text = string.match(raw, '^(%d+) (%d+) (%d+)$')
+        if tonumber(period) ~= w.period then
+          return nil
+        end
+        stored_at, stored_level = tonumber(at_text), tonumber(level_text)
       end
       at = max(now, stored_at)
       level = min(capacity, stored_level + (at - stored_at) * per_ms)

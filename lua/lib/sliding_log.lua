@@ -60,11 +60,13 @@ local function sliding_log_module()
     return { key = key }
   end
 
-  function sliding_log.fits_at(log, w, now, need)
+  -- When `need` units fit in window w whose usage is `used`, `before` being the running total
+  -- where the window starts counting; `first` is the time of the window's oldest entry when the
+  -- caller knows it.
+  local function sl_fits(key, w, now, need, used, before, first)
     if need > w.limit then
       return NEVER
     end
-    local used, before = sl_usage(log, w, now)
     if used + need <= w.limit then
       return now
     end
@@ -73,20 +75,30 @@ local function sliding_log_module()
     local target = before + used + need - w.limit
     if target == before + 1 then
       -- The first unit to leave belongs to the window's oldest entry.
-      local first = redis.call('ZRANGEBYSCORE', log.key, '(' .. fmt(now - w.period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-      return tonumber(first[2]) + w.period
+      if not first then
+        first = tonumber(redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now - w.period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+      end
+      return first + w.period
     end
-    local low, high = 0, redis.call('ZCARD', log.key) - 1
+    local low, high = 0, redis.call('ZCARD', key) - 1
     while low < high do
       local mid = floor((low + high) / 2)
-      if sl_total(redis.call('ZRANGE', log.key, mid, mid)[1]) >= target then
+      if sl_total(redis.call('ZRANGE', key, mid, mid)[1]) >= target then
         high = mid
       else
         low = mid + 1
       end
     end
-    local entry = redis.call('ZRANGE', log.key, low, low, 'WITHSCORES')
+    local entry = redis.call('ZRANGE', key, low, low, 'WITHSCORES')
     return tonumber(entry[2]) + w.period
+  end
+
+  function sliding_log.fits_at(log, w, now, need)
+    if need > w.limit then
+      return NEVER
+    end
+    local used, before = sl_usage(log, w, now)
+    return sl_fits(log.key, w, now, need, used, before)
   end
 
   function sliding_log.remaining(log, w, now)
@@ -175,6 +187,61 @@ local function sliding_log_module()
     sl_forget(log)
     log.last_time = select(2, sl_last(key))
     return log
+  end
+
+  -- A whole consume or peek of a one-window rule, as fixed_window.one (which see) does it: the
+  -- general path's commands without its tables, and entries trimmed only when the window has
+  -- left two behind (the newest of those is where the window starts counting).
+  function sliding_log.one(key, w, now, cost, peek, reply, n)
+    local period, limit = w.period, w.limit
+    local cutoff = now - period
+    local total, last_time = sl_last(key)
+    local before, before_time, trim = 0, nil, false
+    if last_time ~= nil then
+      if last_time <= cutoff then
+        before = total
+      else
+        local found = redis.call('ZREVRANGEBYSCORE', key, cutoff, '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+        if found[1] then
+          before, before_time = sl_total(found[1]), tonumber(found[2])
+          trim = found[4] ~= nil and tonumber(found[4]) < before_time
+        end
+      end
+    end
+    local used = total - before
+    local allowed = cost <= limit and used + cost <= limit
+    local first
+    if allowed and cost > 0 and not peek then
+      local at = now
+      if last_time == nil or last_time <= cutoff then
+        -- Nothing left in the window: start the running total afresh.
+        if last_time ~= nil then
+          redis.call('DEL', key)
+        end
+        total, before, used = 0, 0, 0
+      else
+        if trim then
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(before_time))
+        end
+        at = max(now, last_time)
+      end
+      total, used = total + cost, used + cost
+      redis.call('ZADD', key, at, struct.pack('>I7', total))
+      redis.call('PEXPIRE', key, at + period - now)
+      if used == cost then
+        first = at
+      end
+    end
+    local remaining, reset_at = max(0, limit - used), now
+    if remaining < limit then
+      reset_at = sl_fits(key, w, now, remaining + 1, used, before, first)
+    end
+    local fits = sl_fits(key, w, now, cost, used, before, first)
+    if fits == NEVER then
+      fits = -1
+    end
+    reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4], reply[n + 5] = allowed and 1 or 0, now, remaining, reset_at, fits
+    return n + 5
   end
 
   function sliding_log.save(key, log, windows, now)

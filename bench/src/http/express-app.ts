@@ -4,11 +4,9 @@ import express, { type RequestHandler } from 'express'
 import { rateLimit } from 'express-rate-limit'
 import type { Redis } from 'ioredis'
 import { RedisStore as RateLimitRedis, type RedisReply } from 'rate-limit-redis'
-import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, type Variant } from './variants.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateRule, type Variant } from './variants.js'
 
 async function limiterOf(variant: Variant, client: Redis | undefined): Promise<RequestHandler | undefined> {
-  const windows = [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }]
   switch (variant) {
     case 'none':
       return undefined
@@ -23,9 +21,10 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<R
         }),
       })
     case 'tollgate-memory':
-      return tollgate({ windows, store: new MemoryStore(), storeTimeoutMs: STORE_TIMEOUT_MS })
+      return tollgate({ ...tollgateRule(variant), store: new MemoryStore() })
     case 'tollgate-redis':
-      return tollgate({ windows, store: new RedisStore({ client: client! }), storeTimeoutMs: STORE_TIMEOUT_MS })
+    case 'tollgate-redis-sliding-log':
+      return tollgate({ ...tollgateRule(variant), store: new RedisStore({ client: client! }) })
     case 'ceiling': {
       const check = await ceilingCheck(client!)
       return (req, res, next) => {

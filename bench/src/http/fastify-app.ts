@@ -3,8 +3,7 @@ import { MemoryStore, RedisStore } from '@tollgate/core'
 import { tollgate } from '@tollgate/fastify'
 import Fastify, { type FastifyPluginAsync } from 'fastify'
 import type { Redis } from 'ioredis'
-import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, type Variant } from './variants.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateRule, type Variant } from './variants.js'
 
 // Loaded without its types: they and @tollgate/fastify's both declare FastifyContextConfig's
 // `rateLimit`, differently, so one program cannot typecheck with both (no app has both).
@@ -16,7 +15,6 @@ const fastifyRateLimit = createRequire(import.meta.url)('@fastify/rate-limit') a
 
 export async function startFastify(variant: Variant, client: Redis | undefined): Promise<number> {
   const app = Fastify()
-  const windows = [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }]
   switch (variant) {
     case 'none':
       break
@@ -27,14 +25,11 @@ export async function startFastify(variant: Variant, client: Redis | undefined):
       await app.register(fastifyRateLimit, { max: HTTP_LIMIT, timeWindow: HTTP_PERIOD_MS, redis: client })
       break
     case 'tollgate-memory':
-      await app.register(tollgate, { windows, store: new MemoryStore(), storeTimeoutMs: STORE_TIMEOUT_MS })
+      await app.register(tollgate, { ...tollgateRule(variant), store: new MemoryStore() })
       break
     case 'tollgate-redis':
-      await app.register(tollgate, {
-        windows,
-        store: new RedisStore({ client: client! }),
-        storeTimeoutMs: STORE_TIMEOUT_MS,
-      })
+    case 'tollgate-redis-sliding-log':
+      await app.register(tollgate, { ...tollgateRule(variant), store: new RedisStore({ client: client! }) })
       break
     case 'ceiling': {
       const check = await ceilingCheck(client!)

@@ -3,11 +3,9 @@ import { rateLimit as tollgate } from '@tollgate/koa'
 import type { Redis } from 'ioredis'
 import Koa, { type Middleware } from 'koa'
 import ratelimit from 'koa-ratelimit'
-import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, type Variant } from './variants.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateRule, type Variant } from './variants.js'
 
 async function limiterOf(variant: Variant, client: Redis | undefined): Promise<Middleware | undefined> {
-  const windows = [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }]
   switch (variant) {
     case 'none':
       return undefined
@@ -22,9 +20,10 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<M
         max: HTTP_LIMIT,
       })
     case 'tollgate-memory':
-      return tollgate({ windows, store: new MemoryStore(), storeTimeoutMs: STORE_TIMEOUT_MS })
+      return tollgate({ ...tollgateRule(variant), store: new MemoryStore() })
     case 'tollgate-redis':
-      return tollgate({ windows, store: new RedisStore({ client: client! }), storeTimeoutMs: STORE_TIMEOUT_MS })
+    case 'tollgate-redis-sliding-log':
+      return tollgate({ ...tollgateRule(variant), store: new RedisStore({ client: client! }) })
     case 'ceiling': {
       const check = await ceilingCheck(client!)
       return async (ctx, next) => {

@@ -1,17 +1,31 @@
 import type { Redis } from 'ioredis'
 import { CEILING_LUA } from '../contenders/raw-evalsha.js'
+import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 
 export type Framework = 'express' | 'fastify' | 'koa'
 export const FRAMEWORKS: readonly Framework[] = ['express', 'fastify', 'koa']
 
-/** What guards the route: nothing, the framework's incumbent, Tollgate, or the raw EVALSHA ceiling. */
-export type Variant = 'none' | 'incumbent-memory' | 'incumbent-redis' | 'tollgate-memory' | 'tollgate-redis' | 'ceiling'
+/**
+ * What guards the route: nothing, the framework's incumbent, Tollgate, or the raw EVALSHA
+ * ceiling. Tollgate runs a fixed window, the algorithm of the incumbents and of the ceiling, so
+ * that the ratios compare what the limiters add; `tollgate-redis-sliding-log` shows its default,
+ * exact algorithm, whose log for the one hot key holds every request of the last minute.
+ */
+export type Variant =
+  | 'none'
+  | 'incumbent-memory'
+  | 'incumbent-redis'
+  | 'tollgate-memory'
+  | 'tollgate-redis'
+  | 'tollgate-redis-sliding-log'
+  | 'ceiling'
 export const VARIANTS: readonly Variant[] = [
   'none',
   'incumbent-memory',
   'incumbent-redis',
   'tollgate-memory',
   'tollgate-redis',
+  'tollgate-redis-sliding-log',
   'ceiling',
 ]
 
@@ -30,16 +44,36 @@ export function variantLabel(framework: Framework, variant: Variant): string {
     case 'incumbent-redis':
       return INCUMBENT[framework].redis
     case 'tollgate-memory':
-      return 'Tollgate (MemoryStore)'
+      return 'Tollgate fixed-window (MemoryStore)'
     case 'tollgate-redis':
-      return 'Tollgate (RedisStore)'
+      return 'Tollgate fixed-window (RedisStore)'
+    case 'tollgate-redis-sliding-log':
+      return 'Tollgate sliding-log, the default (RedisStore)'
     case 'ceiling':
       return 'raw EVALSHA ceiling'
   }
 }
 
 export function usesRedis(variant: Variant): boolean {
-  return variant === 'incumbent-redis' || variant === 'tollgate-redis' || variant === 'ceiling'
+  return (
+    variant === 'incumbent-redis' ||
+    variant === 'tollgate-redis' ||
+    variant === 'tollgate-redis-sliding-log' ||
+    variant === 'ceiling'
+  )
+}
+
+/** Tollgate's options for a variant, less the store: one window, the algorithm the variant names. */
+export function tollgateRule(variant: Variant): {
+  windows: Array<{ limit: number; period: number }>
+  algorithm: 'fixed-window' | 'sliding-log'
+  storeTimeoutMs: number
+} {
+  return {
+    windows: [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }],
+    algorithm: variant === 'tollgate-redis-sliding-log' ? 'sliding-log' : 'fixed-window',
+    storeTimeoutMs: STORE_TIMEOUT_MS,
+  }
 }
 
 /** Set high enough that nothing is ever refused: every request costs a full decision. */

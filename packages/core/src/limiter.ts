@@ -384,8 +384,26 @@ function identifiersOf(identifiers: unknown): readonly string[] {
   return list as readonly string[]
 }
 
+/**
+ * Options objects that cannot change, already checked, per limiter defaults: an HTTP engine passes
+ * the same frozen object with every request, and checking it again would cost a tenth of an
+ * in-process decision.
+ */
+const checkedOptions = new WeakMap<object, { defaults: ResolvedDecisionOptions; resolved: ResolvedDecisionOptions }>()
+
 function decisionOptionsOf(options: unknown, defaults: ResolvedDecisionOptions): ResolvedDecisionOptions {
   if (options === undefined) return defaults
+  if (typeof options === 'object' && options !== null && Object.isFrozen(options)) {
+    const checked = checkedOptions.get(options)
+    if (checked?.defaults === defaults) return checked.resolved
+    const resolved = checkOptions(options, defaults)
+    checkedOptions.set(options, { defaults, resolved })
+    return resolved
+  }
+  return checkOptions(options, defaults)
+}
+
+function checkOptions(options: unknown, defaults: ResolvedDecisionOptions): ResolvedDecisionOptions {
   if (!isPlainObject(options)) {
     throw new TollgateArgumentError(`decision options must be an object { cost }, got ${describeValue(options)}`)
   }

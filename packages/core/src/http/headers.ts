@@ -35,6 +35,7 @@ export interface HeaderOptions {
 
 /** One window per rule and period: the identifier whose window is tightest speaks for all. */
 export function tightestPerPolicy(windows: readonly WindowState[]): WindowState[] {
+  if (windows.length < 2) return [...windows]
   const byPolicy = new Map<string, WindowState>()
   for (const window of windows) {
     const key = `${window.rule}\u0000${window.periodMs}`
@@ -75,6 +76,29 @@ function sfString(value: string): string {
   return `"${value.replace(/[\\"]/g, '\\$&')}"`
 }
 
+/**
+ * Policy names as Structured Field Strings, by rule and period. Every response repeats the same
+ * few, and building one takes two regular expressions; a rule name never seen before past the
+ * bound starts the cache afresh, so calls with ever-new names cannot grow it without end.
+ */
+const quotedNames = new Map<string, Map<number, string>>()
+const MAX_QUOTED_RULES = 1_000
+
+function quotedPolicyName(rule: string, periodMs: number): string {
+  let byPeriod = quotedNames.get(rule)
+  if (byPeriod === undefined) {
+    if (quotedNames.size >= MAX_QUOTED_RULES) quotedNames.clear()
+    byPeriod = new Map()
+    quotedNames.set(rule, byPeriod)
+  }
+  let name = byPeriod.get(periodMs)
+  if (name === undefined) {
+    name = sfString(policyName(rule, periodMs))
+    byPeriod.set(periodMs, name)
+  }
+  return name
+}
+
 function partitionKey(secret: string, identifier: string): string {
   return `:${createHmac('sha256', secret).update(identifier, 'utf16le').digest().subarray(0, 12).toString('base64')}:`
 }
@@ -98,12 +122,10 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
     // Only on RateLimit: the tightest identifier changes between responses, and the policy field should not.
     const pk = (window: WindowState) => (secret === undefined ? '' : `;pk=${partitionKey(secret, window.identifier)}`)
     headers['RateLimit-Policy'] = windows
-      .map(
-        (w) => `${sfString(policyName(w.rule, w.periodMs))};q=${w.limit};w=${Math.max(1, seconds(w.periodMs))}${unit}`,
-      )
+      .map((w) => `${quotedPolicyName(w.rule, w.periodMs)};q=${w.limit};w=${Math.max(1, seconds(w.periodMs))}${unit}`)
       .join(', ')
     headers.RateLimit = windows
-      .map((w) => `${sfString(policyName(w.rule, w.periodMs))};r=${w.remaining};t=${reset(w)}${pk(w)}`)
+      .map((w) => `${quotedPolicyName(w.rule, w.periodMs)};r=${w.remaining};t=${reset(w)}${pk(w)}`)
       .join(', ')
     return headers
   }

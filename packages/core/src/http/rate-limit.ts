@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Decision } from '../decision.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { ipIdentifier } from '../identifiers/ip.js'
-import { createLimiter, type Limiter } from '../limiter.js'
+import { createLimiter, type DecisionOptions, type Limiter } from '../limiter.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
 import { storeErrorPolicyOf, storeTimeoutOf } from '../store-failure.js'
 import type { Store } from '../stores/store.js'
@@ -79,7 +79,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
   const dryRun = options.dryRun ?? false
   if (typeof dryRun !== 'boolean')
     throw new TollgateConfigError(`option dryRun must be a boolean, got ${describeValue(dryRun)}`)
-  const decisionDefaults = {
+  const decisionDefaults: DecisionOptions = {
     dryRun,
     ...(options.onStoreError === undefined
       ? {}
@@ -88,6 +88,8 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
       ? {}
       : { storeTimeoutMs: storeTimeoutOf(options.storeTimeoutMs, TollgateConfigError, 'option storeTimeoutMs') }),
   }
+  // One frozen object for every request when the cost is fixed: the limiter checks it once.
+  const fixedCostOptions = typeof cost === 'number' ? Object.freeze({ ...decisionDefaults, cost }) : undefined
   // Last, once every other option is known good: it may start a store's timers.
   const { limiter, rule, owned } = limiterOf(options, onWarning)
   let warnedAboutProxy = false
@@ -118,8 +120,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
         )
       }
       const identifiers = identify ? await identify(request, client) : (client.ipIdentifier ?? 'ip:unknown')
-      const units = typeof cost === 'function' ? await cost(request) : cost
-      const decision = await limiter.consume(rule, identifiers, { ...decisionDefaults, cost: units })
+      const decision = await limiter.consume(
+        rule,
+        identifiers,
+        typeof cost === 'function' ? { ...decisionDefaults, cost: await cost(request) } : fixedCostOptions,
+      )
       const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
       if (decision.reason === 'store-error-denied')
         return respond(503, headers, storeUnavailableProblem(decision), decision)

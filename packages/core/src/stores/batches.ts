@@ -1,8 +1,11 @@
 /**
- * Collects work by group until the current tick is done, then hands each group over in chunks
- * of at most `maxSize`. Flushing on `process.nextTick` runs after every promise continuation of
- * the tick, so the decisions that one socket read sets off (callers awaiting their answers and
- * asking again) all leave in the same batch, while a lone call waits for no timer.
+ * Collects work by group until the event loop's current turn is done, then hands each group
+ * over in chunks of at most `maxSize`. Flushing on `setImmediate` runs after every I/O callback
+ * of the turn and every promise continuation they set off: the decisions of all the requests
+ * one poll of the sockets delivered, or that one Redis reply released, leave in the same batch.
+ * A lone call waits for no timer, only for the turn to end. (Flushing on `process.nextTick`
+ * instead made batches of one under HTTP load, where each request arrives in a callback of its
+ * own: one script call per request, 22 µs of Redis time each against 9 µs batched.)
  */
 export class Batches<T> {
   private groups = new Map<number, T[]>()
@@ -27,7 +30,7 @@ export class Batches<T> {
     }
     if (!this.scheduled) {
       this.scheduled = true
-      process.nextTick(this.flush)
+      setImmediate(this.flush)
     }
   }
 

@@ -51,20 +51,30 @@ export class MemoryStore implements Store {
    */
   private evictionCursor: Iterator<string> | undefined
 
+  /**
+   * The entry the last `get` found: a decision reads a key and then writes it, and looking a
+   * fresh key string up hashes all of it again. Forgotten whenever an entry leaves the Map.
+   */
+  private lastKey: string | undefined
+  private lastEntry: Entry | undefined
+
   private readonly table: StateTable = {
     get: (key, now) => {
       const entry = this.entries.get(key)
+      this.lastKey = undefined
       if (!entry) return undefined
       if (entry.expiresAt <= now) {
         this.entries.delete(key)
         return undefined
       }
+      this.lastKey = key
+      this.lastEntry = entry
       return entry.state
     },
     set: (key, state, expiresAt) => {
       // Marked rather than moved to the end: a delete and a set on every charge cost more than
       // the decision, while eviction, which moves marked entries on, only runs once full.
-      const entry = this.entries.get(key)
+      const entry = key === this.lastKey ? this.lastEntry : this.entries.get(key)
       if (entry) {
         entry.state = state
         entry.expiresAt = expiresAt
@@ -75,6 +85,7 @@ export class MemoryStore implements Store {
       if (this.entries.size > this.maxKeys) this.evictOldest(key)
     },
     delete: (key) => {
+      this.forget()
       this.entries.delete(key)
     },
   }
@@ -132,12 +143,14 @@ export class MemoryStore implements Store {
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {
+    this.forget()
     for (const target of targets) this.entries.delete(this.keyOf(target))
     return Promise.resolve()
   }
 
   /** Drops every expired state now. */
   sweep(): void {
+    this.forget()
     const now = this.clock()
     for (const [key, entry] of this.entries) {
       if (entry.expiresAt <= now) this.entries.delete(key)
@@ -152,6 +165,7 @@ export class MemoryStore implements Store {
 
   close(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
+    this.forget()
     this.entries.clear()
     return Promise.resolve()
   }
@@ -162,6 +176,7 @@ export class MemoryStore implements Store {
    * `added`, the state just made.
    */
   private evictOldest(added: string): void {
+    this.forget()
     for (let passes = this.entries.size * 2; passes > 0; passes--) {
       let next = this.evictionCursor?.next()
       if (!next || next.done) {
@@ -181,6 +196,11 @@ export class MemoryStore implements Store {
       this.evicted++
       return
     }
+  }
+
+  private forget(): void {
+    this.lastKey = undefined
+    this.lastEntry = undefined
   }
 
   private keyOf(target: StoreTarget): string {

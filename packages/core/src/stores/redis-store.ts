@@ -71,10 +71,10 @@ interface QueuedRun {
 
 /**
  * Redis through ioredis: each decision, refund or peek is decided in one round trip. The
- * decisions a process makes in the same tick travel together, as one EVALSHA of at most
+ * decisions a process makes in the same turn of its event loop travel together, as one EVALSHA of at most
  * MAX_BATCH decisions (per slot on a Cluster): one socket write and one script call for all of
  * them, each still decided atomically on its own, in call order, and one failing on a bad key
- * fails alone. A lone decision is sent at the end of its tick, never held for a timer.
+ * fails alone. A lone decision is sent at the end of the turn, never held for a timer.
  *
  * On a Cluster, an identifier's keys share its hash tag, so a decision for one identifier is one
  * script on one slot. A decision whose identifiers hash to several slots runs as one script per
