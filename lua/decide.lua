@@ -157,34 +157,47 @@ local function decide(header, key, reply, n)
   return n
 end
 
-local reply = {}
-local n = 0
-local key = 1
-for arg = 1, #ARGV do
-  local header = header_of(ARGV[arg])
-  local ok, result
-  if header.one then
-    ok, result = pcall(header.one, KEYS[key], header.window, now_of(header), header.cost, header.peek, reply, n)
-    if ok and not result then
-      ok, result = pcall(decide, header, key, reply, n)
+local reply, n, key, arg = {}, 0, 1, 1
+-- The decision being decided: kept outside so that its failure can be answered.
+local header
+
+-- Decides ARGV[arg] onwards, or raises from the decision that failed, with n, key and arg still
+-- at its start. One pcall per batch rather than one per decision: a decision costs a few
+-- microseconds, and pcall a tenth of that.
+local function decide_from()
+  while arg <= #ARGV do
+    header = nil
+    header = header_of(ARGV[arg])
+    local length
+    if header.one then
+      length = header.one(KEYS[key], header.window, now_of(header), header.cost, header.peek, reply, n)
     end
-  else
-    ok, result = pcall(decide, header, key, reply, n)
+    if not length then
+      length = decide(header, key, reply, n)
+    end
+    n, key, arg = length, key + header.keys, arg + 1
   end
+end
+
+while true do
+  local ok, failure = pcall(decide_from)
   if ok then
-    n = result
-  else
-    -- Redis raises its command errors as { err = message }; ours are plain strings.
-    if type(result) == 'table' and result.err then
-      result = result.err
-    end
-    n = n + 1
-    reply[n] = tostring(result)
-    -- Nothing a failed decision wrote of its reply may stay.
-    for i = n + 1, n + header.width do
-      reply[i] = nil
-    end
+    break
   end
-  key = key + header.keys
+  -- A malformed argument fails the whole call: where its decision's keys end is unknown.
+  if not header then
+    error(failure)
+  end
+  -- Redis raises its command errors as { err = message }; ours are plain strings.
+  if type(failure) == 'table' and failure.err then
+    failure = failure.err
+  end
+  n = n + 1
+  reply[n] = tostring(failure)
+  -- Nothing a failed decision wrote of its reply may stay.
+  for i = n + 1, n + header.width do
+    reply[i] = nil
+  end
+  key, arg = key + header.keys, arg + 1
 end
 return reply

@@ -75,16 +75,19 @@ local function decode_counters(raw, arity, windows, from_numbers)
     state[windows[1].period] = from_numbers(windows[1], unpack_digits(raw, arity))
     return state
   end
-  local values = {}
-  for token in string.gmatch(raw, '%S+') do
-    values[#values + 1] = tonumber(token)
-  end
-  for i = 1, #values, arity + 1 do
+  -- A scan with plain finds: gmatch would build an iterator and a capture per number.
+  local at, size = 1, #raw
+  while at <= size do
+    local stop = string.find(raw, ' ', at, true)
+    local period = tonumber(string.sub(raw, at, stop - 1))
     local entry = {}
     for j = 1, arity do
-      entry[j] = values[i + j]
+      at = stop + 1
+      stop = string.find(raw, ' ', at, true) or size + 1
+      entry[j] = tonumber(string.sub(raw, at, stop - 1))
     end
-    state[values[i]] = entry
+    state[period] = entry
+    at = stop + 1
   end
   return state
 end
@@ -101,17 +104,18 @@ local function save_counters(key, state, windows, now, expires_at, to_numbers)
     value = pack_digits(to_numbers(entry, windows[1]))
   end
   if not value then
-    local parts = {}
-    for _, w in ipairs(windows) do
-      entry = state[w.period]
+    value = ''
+    for i = 1, #windows do
+      local period = windows[i].period
+      entry = state[period]
       if entry then
-        parts[#parts + 1] = fmt(w.period)
+        local text = fmt(period)
         for j = 1, #entry do
-          parts[#parts + 1] = fmt(entry[j])
+          text = text .. ' ' .. fmt(entry[j])
         end
+        value = value == '' and text or value .. ' ' .. text
       end
     end
-    value = table.concat(parts, ' ')
   end
   -- Redis prints a number argument with '%.17g', exact for any integer a double holds.
   redis.call('SET', key, value, 'PX', ttl)
