@@ -21,12 +21,13 @@
 -- Each algorithm module offers load(key, windows), fits_at(state, w, now, need), remaining(state,
 -- w, now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
 -- now): the same steps as the TypeScript models that the in-memory store runs (undo has no
--- counterpart there: one process never splits a decision). fixed_window, sliding_window and
--- bucket also offer one(key, w, now, cost, peek, reply, n): the same steps for a consume or peek
--- of a single one-window target, the commonest decision, with its numbers in locals.
+-- counterpart there: one process never splits a decision). Each also offers one(key, w, now,
+-- cost, peek, reply, n): a consume or peek of a single one-window target, the commonest decision,
+-- with its numbers in locals. The counter algorithms get all of these from counter_module.lua.
 
 --#include lib/numbers.lua
 --#include lib/counters.lua
+--#include lib/counter_module.lua
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua
 --#include lib/bucket.lua
@@ -51,7 +52,7 @@ local function spec_of(text)
   end
   local windows = {}
   for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
-    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
+    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period), slot = #windows + 1 }
   end
   spec = { algorithm = algorithm, windows = windows }
   parsed_specs[text] = spec
