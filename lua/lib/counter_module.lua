@@ -12,6 +12,11 @@
 --   from_compact(w, n1, n2, n3)      the entry from the compact numbers (counters.lua), and
 --   to_compact(w, a, b, c)           back
 --
+-- With `expiry_first`, the first compact number is the entry's expiry: every write gives the key
+-- that expiry as its TTL, so a write whose entry keeps the expiry it read (a charge within the
+-- same window) keeps the key's TTL as it is, a cheaper SET. A rule edited since the key was
+-- written cannot make that wrong: the number is the key's own expiry, whatever period set it.
+--
 -- A key's state is one flat table: window k's entry at positions (k - 1) × arity + 1 onwards, k
 -- being the window's place in its rule (its `slot`).
 
@@ -146,7 +151,7 @@ local function counter_module(steps)
   -- from several windows to one), to leave it to the general path.
   function module.one(key, w, now, cost, peek, reply, n)
     local raw = redis.call('GET', key)
-    local a, b, c
+    local a, b, c, stored_first
     if raw then
       if string.find(raw, ' ', 1, true) then
         -- One entry too large to pack is text, `period a b [c]`; anything else goes the general way.
@@ -161,7 +166,9 @@ local function counter_module(steps)
         end
         a, b, c = tonumber(a), tonumber(b), tonumber(c)
       else
-        a, b, c = steps.from_compact(w, unpack_digits(raw, arity))
+        local n1, n2, n3 = unpack_digits(raw, arity)
+        stored_first = n1
+        a, b, c = steps.from_compact(w, n1, n2, n3)
       end
     end
     a, b, c = current(w, now, a, b, c)
@@ -169,11 +176,14 @@ local function counter_module(steps)
     local allowed = fits_now == now
     if allowed and cost > 0 and not peek then
       a, b, c = steps.charge(w, now, cost, a, b, c)
-      local ttl = steps.expires(w, a, b, c) - now
-      if ttl > 0 then
-        redis.call('SET', key, pack_digits(steps.to_compact(w, a, b, c)) or entry_text(w, a, b, c), 'PX', ttl)
-      else
+      local expiry = steps.expires(w, a, b, c)
+      local value = pack_digits(steps.to_compact(w, a, b, c))
+      if expiry <= now then
         redis.call('DEL', key)
+      elseif value and steps.expiry_first and expiry == stored_first then
+        redis.call('SET', key, value, 'KEEPTTL')
+      else
+        redis.call('SET', key, value or entry_text(w, a, b, c), 'PX', expiry - now)
       end
       fits_now = fits(w, now, cost, a, b, c)
     end

@@ -2,8 +2,8 @@
 --
 -- Compact, for a rule of one window: the entry's numbers n1 … nk as one run of digits, n1 then
 -- n2 … nk, then one length digit for each of n2 … nk (n1's length is what is left). n1 is a time
--- in ms, the others are at most 9 digits: a window starting at 1763700000000 with a count of 42 is
--- 1763700000000 42 2 → 1763700000000422. Redis stores a canonical decimal of at most 19 digits
+-- in ms, the others are at most 9 digits: a fixed window ending at 1763700060000 with a count of
+-- 42 is 1763700060000 42 2 → 1763700060000422. Redis stores a canonical decimal of at most 19 digits
 -- below 2^63 as an integer (OBJECT ENCODING int): on Redis 7.0, `tg:r:{ip:10.0.12.123}:fw` then
 -- takes 72 bytes instead of 104 as a string. A 13-digit time leaves 6 digits for the rest; a
 -- longer run is still read right, it only costs as much as a string.

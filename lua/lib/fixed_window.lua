@@ -1,11 +1,12 @@
 -- Fixed window: per window, {index, count}, the window's index being floor(time / period).
--- Mirrors algorithms/fixed-window.ts. Compact form (counters.lua): the window's start in ms, then
--- the count. A start rather than an index stays meaningful when the period is edited: it falls
--- in the new window that holds it.
+-- Mirrors algorithms/fixed-window.ts. Compact form (counters.lua): the window's end in ms, which
+-- is also the key's expiry (a stored count is never 0: such a key is deleted), then the count.
+-- A time rather than an index stays meaningful when the period is edited: the window that holds
+-- the stored window's last millisecond carries its count on.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function fixed_window_module()
-  local steps = { arity = 2 }
+  local steps = { arity = 2, expiry_first = true }
 
   -- A state written by a faster clock keeps its window rather than being reset.
   function steps.current(w, now, index, count)
@@ -53,12 +54,12 @@ local function fixed_window_module()
     return 0
   end
 
-  function steps.from_compact(w, start, count)
-    return floor(start / w.period), count
+  function steps.from_compact(w, ends, count)
+    return floor((ends - 1) / w.period), count
   end
 
   function steps.to_compact(w, index, count)
-    return index * w.period, count
+    return (index + 1) * w.period, count
   end
 
   return counter_module(steps)

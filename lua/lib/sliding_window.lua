@@ -1,12 +1,14 @@
 -- Sliding window counter: per window, {index, current count, previous count}.
 -- Mirrors algorithms/sliding-window.ts: the previous count is weighted by its overlap with the
 -- sliding window, and every comparison is multiplied through by the period to stay in integers.
--- Compact form (counters.lua): the current window's start in ms, the current count, the previous
--- count; a start stays meaningful when the period is edited, as in fixed_window.lua.
+-- Compact form (counters.lua): the entry's expiry in ms, the current count, the previous count.
+-- The expiry is the end of the next window while the current count weighs on it, else the end of
+-- this one, so the counts say which window it closes; a time stays meaningful when the period is
+-- edited, as in fixed_window.lua.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_window_module()
-  local steps = { arity = 3 }
+  local steps = { arity = 3, expiry_first = true }
 
   function steps.current(w, now, index, count, previous)
     local now_index = floor(now / w.period)
@@ -79,12 +81,16 @@ local function sliding_window_module()
     return 0
   end
 
-  function steps.from_compact(w, start, count, previous)
-    return floor(start / w.period), count, previous
+  function steps.from_compact(w, expiry, count, previous)
+    local index = floor((expiry - 1) / w.period)
+    if count > 0 then
+      index = index - 1
+    end
+    return index, count, previous
   end
 
   function steps.to_compact(w, index, count, previous)
-    return index * w.period, count, previous
+    return steps.expires(w, index, count, previous), count, previous
   end
 
   return counter_module(steps)

@@ -26,10 +26,10 @@ const T0 = 1_763_700_059_700
 
 /** The value after one hit at T0 + 10: the entry's numbers, then the lengths of all but the first. */
 const FIRST_HIT_VALUE: Readonly<Record<(typeof COUNTERS)[number], string>> = {
-  // Window start 1763700000000, count 1.
-  'fixed-window': '1763700000000' + '1' + '1',
-  // Window start, current count 1, previous count 0.
-  'sliding-window': '1763700000000' + '1' + '0' + '1' + '1',
+  // The window's end, 1763700060000, which is the key's expiry, then count 1.
+  'fixed-window': '1763700060000' + '1' + '1',
+  // The expiry, the end of the next window (the count weighs on it), current count 1, previous 0.
+  'sliding-window': '1763700120000' + '1' + '0' + '1' + '1',
   // Measured at T0 + 10, level 60000 − 600: a token is 600 units when 100 refill per 60000 ms.
   'token-bucket': '1763700059710' + '59400' + '5',
   gcra: '1763700059710' + '59400' + '5',
@@ -191,7 +191,7 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
       await same(redis.consume('r', ID, { cost }), memory.consume('r', ID, { cost }), `cost ${cost}`)
     }
     expect(await stored(keyOf('fixed-window', prefix))).toMatchObject({
-      value: '1763700000000' + '999999999' + '9',
+      value: '1763704000000' + '999999999' + '9',
       encoding: 'embstr',
     })
     await same(redis.consume('r', ID), memory.consume('r', ID), 'one more, now textual')
@@ -226,6 +226,37 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
         }
         expect(decision.retryAfterMs, what).toBeGreaterThanOrEqual(0)
       }
+    },
+  )
+
+  // A fixed or sliding window's compact value starts with the key's own expiry, so a charge that
+  // keeps it leaves the TTL as it is (SET KEEPTTL), and any other write sets the TTL anew.
+  it.each(['fixed-window', 'sliding-window'] as const)(
+    '%s: a charge within the window keeps the TTL the window set; an edited period sets its own',
+    async (algorithm) => {
+      // A minute's first millisecond: its 10-second and 1-minute windows start together.
+      const clock = new ManualClock(1_763_700_000_000)
+      const prefix = 'expiry:'
+      const key = keyOf(algorithm, prefix)
+      const tenSeconds = redisLimiter(clock, { r: { algorithm, windows: [{ limit: 100, period: '10s' }] } }, prefix)
+      const minute = redisLimiter(clock, { r: { algorithm, windows: [HUNDRED_PER_MINUTE] } }, prefix)
+      // A sliding window's count weighs on the next window too: its key lives two periods.
+      const periods = algorithm === 'fixed-window' ? 1 : 2
+      const ttl = async () => (await stored(key)).ttlMs
+
+      await tenSeconds.consume('r', ID)
+      expect(await ttl()).toBeGreaterThan(periods * 10_000 - 1_000)
+      clock.advance(5_000)
+      await tenSeconds.consume('r', ID)
+      // Rewritten, the TTL would be 5 s shorter: the writer's clock moved on, the expiry did not.
+      expect(await ttl()).toBeGreaterThan(periods * 10_000 - 1_000)
+
+      // Edited to a minute: the count carries on into the minute that holds the 10-second window,
+      // whose expiry is the minute's, not the one the key had.
+      const decision = await minute.consume('r', ID)
+      if (algorithm === 'fixed-window') expect(decision.windows[0]?.remaining).toBe(97)
+      expect(await ttl()).toBeGreaterThan(periods * 60_000 - 5_000 - 1_000)
+      expect(await ttl()).toBeLessThanOrEqual(periods * 60_000 - 5_000)
     },
   )
 
