@@ -1,10 +1,12 @@
 -- Continuous bucket behind token-bucket and gcra: per window, {level, measured at}.
 -- Mirrors algorithms/bucket.ts. The level counts 1/(period/g) of a token, g = gcd(limit,
 -- period), so a millisecond refills a whole number of units and comparisons stay exact.
--- Compact form (counters.lua): the time measured, then the level. The level's unit depends on the
--- window's limit and period, so after an edit of those a carried-over level is approximate; reads
--- clamp it to the capacity, and a level is never negative, so it cannot turn into a negative
--- remaining.
+-- Compact form (counters.lua): the time measured, then the deficit, the capacity less the level:
+-- small while the bucket is nearly full, as it is for most keys, where the level itself would
+-- take all the digits of a large capacity (a limit in the billions). The level's unit depends on
+-- the window's limit and period, so after an edit of those a carried-over level is approximate;
+-- reads clamp it to the capacity, and a level is never negative, so it cannot turn into a
+-- negative remaining.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function bucket_module()
@@ -67,12 +69,14 @@ local function bucket_module()
     return at + ceil((capacity - level) / per_ms)
   end
 
-  function steps.from_compact(_, at, level)
-    return level, at
+  function steps.from_compact(w, at, deficit)
+    local _, _, capacity = scale(w)
+    return max(0, capacity - deficit), at
   end
 
-  function steps.to_compact(_, level, at)
-    return at, level
+  function steps.to_compact(w, level, at)
+    local _, _, capacity = scale(w)
+    return at, capacity - level
   end
 
   return counter_module(steps)

@@ -30,9 +30,9 @@ const FIRST_HIT_VALUE: Readonly<Record<(typeof COUNTERS)[number], string>> = {
   'fixed-window': '1763700060000' + '1' + '1',
   // The expiry, the end of the next window (the count weighs on it), current count 1, previous 0.
   'sliding-window': '1763700120000' + '1' + '0' + '1' + '1',
-  // Measured at T0 + 10, level 60000 − 600: a token is 600 units when 100 refill per 60000 ms.
-  'token-bucket': '1763700059710' + '59400' + '5',
-  gcra: '1763700059710' + '59400' + '5',
+  // Measured at T0 + 10, 600 units short of full: a token is 600 units when 100 refill per 60000 ms.
+  'token-bucket': '1763700059710' + '600' + '3',
+  gcra: '1763700059710' + '600' + '3',
 }
 
 describe('RedisStore keeps a one-window counter in one int-encoded integer', () => {
