@@ -29,6 +29,7 @@ export { RedisStore } from './stores/redis-store.js'
 export type {
   Store,
   StoreOperation,
+  StoreReceiver,
   StoreRequest,
   StoreResult,
   StoreTarget,

@@ -13,12 +13,13 @@ import {
 } from './rules.js'
 import {
   asStoreError,
-  awaitStore,
   callStore,
   type StoreErrorPolicy,
+  StoreWait,
   storeErrorPolicyOf,
   storeFailureDecision,
   storeTimeoutOf,
+  type WaitHandler,
 } from './store-failure.js'
 import { MemoryStore } from './stores/memory-store.js'
 import type { Store, StoreOperation, StoreRequest, StoreResult, StoreTarget } from './stores/store.js'
@@ -165,12 +166,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   })
   const rules = resolveRules(options.rules, onWarning)
   // Made only once everything else is valid, so a config error leaves no sweep timer behind.
-  const store = options.store ?? new MemoryStore()
+  const store: Store = options.store ?? new MemoryStore()
   let inFlight = 0
   let drained: (() => void) | undefined
   let closing: Promise<void> | undefined
   let localStore: MemoryStore | undefined
   const evaluateSync = store.evaluateSync?.bind(store)
+  const evaluateInto = store.evaluateInto?.bind(store)
 
   function dropLocalStore() {
     void localStore?.close()
@@ -247,60 +249,87 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /**
+   * One decision waiting for the store: its answer, failure or timeout settles the decision's
+   * promise, once. An object rather than closures: every decision on Redis waits in one.
+   */
+  class PendingDecision implements WaitHandler<StoreResult> {
+    constructor(
+      private readonly plan: Plan,
+      private readonly resolve: (decision: Decision) => void,
+      private readonly reject: (error: unknown) => void,
+    ) {}
+
+    answered(result: StoreResult): void {
+      breaker.success()
+      let decision: Decision
+      try {
+        decision = finish(this.plan, result)
+      } catch (error) {
+        this.byPolicy(error)
+        return
+      }
+      settled()
+      this.resolve(decision)
+    }
+
+    failed(cause: unknown): void {
+      let error: TollgateError
+      try {
+        error = storeFailed(cause)
+      } catch (listenerError) {
+        // A 'store-error' listener threw: that error is the caller's to see.
+        settled()
+        this.reject(listenerError)
+        return
+      }
+      this.byPolicy(error)
+    }
+
+    // An answer after the timeout was still charged by the store; unless the policy let the
+    // request through, take that charge back so a refused request consumes nothing.
+    late(result: StoreResult): void {
+      if (this.plan.policy === 'allow' || !result.allowed || !result.revert) return
+      result.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
+    }
+
+    private byPolicy(error: unknown): void {
+      settled()
+      if (this.plan.request.operation === 'refund') {
+        this.reject(error)
+        return
+      }
+      try {
+        this.resolve(failureDecision(this.plan, error))
+      } catch (failure) {
+        this.reject(failure)
+      }
+    }
+  }
+
+  /**
    * The store's answer made a decision, or its failure, timeout or open breaker made one by the
-   * policy. One promise per decision, settled from the store's callbacks: every decision takes
-   * this path, and each promise layer would cost an allocation and a microtask.
+   * policy.
    */
   function decideOnStore(plan: Plan): Promise<Decision> {
-    const { request, policy } = plan
+    const { request } = plan
     if (!breaker.tryAcquire()) {
       const error = new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
       return request.operation === 'refund' ? Promise.reject(error) : settleFailure(plan, error)
     }
-    let work: Promise<StoreResult>
-    try {
-      work = store.evaluate(request)
-    } catch (cause) {
-      const error = storeFailed(cause)
-      return request.operation === 'refund' ? Promise.reject(error) : settleFailure(plan, error)
-    }
     inFlight++
     return new Promise<Decision>((resolve, reject) => {
-      const failed = (error: unknown) => {
-        settled()
-        if (request.operation === 'refund') {
-          reject(error)
-          return
+      const wait = new StoreWait<StoreResult>(plan.storeTimeoutMs, new PendingDecision(plan, resolve, reject))
+      try {
+        if (evaluateInto) evaluateInto(request, wait)
+        else {
+          store.evaluate(request).then(
+            (result) => wait.answer(result),
+            (error: unknown) => wait.fail(error),
+          )
         }
-        try {
-          resolve(failureDecision(plan, error))
-        } catch (failure) {
-          reject(failure)
-        }
+      } catch (cause) {
+        wait.fail(cause)
       }
-      awaitStore(
-        work,
-        plan.storeTimeoutMs,
-        (result) => {
-          breaker.success()
-          let decision: Decision
-          try {
-            decision = finish(plan, result)
-          } catch (error) {
-            failed(error)
-            return
-          }
-          settled()
-          resolve(decision)
-        },
-        (cause) => failed(storeFailed(cause)),
-        // An answer after the timeout was still charged by the store; unless the policy let the
-        // request through, take that charge back so a refused request consumes nothing.
-        (late) => {
-          if (policy === 'allow' || !late.allowed || !late.revert) return
-          late.revert().catch((error: unknown) => events.emit('store-error', asStoreError(error)))
-        },
-      )
     })
   }
 

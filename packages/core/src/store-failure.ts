@@ -49,35 +49,49 @@ export function callStore<T>(call: () => Promise<T>, timeoutMs: number, onLateAn
   } catch (error) {
     return Promise.reject(asStoreError(error))
   }
-  return new Promise<T>((resolve, reject) => awaitStore(work, timeoutMs, resolve, reject, onLateAnswer))
+  return withTimeout(work, timeoutMs, onLateAnswer)
 }
 
 /** How long a refused-for-failure client is asked to wait: about the time a store takes to come back from a blip. */
 const RETRY_AFTER_STORE_ERROR_MS = 1_000
 
+/** Whatever waits on a `StoreWait`: exactly one of `answered` and `failed` is called, once. */
+export interface WaitHandler<T> {
+  answered(value: T): void
+  failed(error: unknown): void
+  /** An answer that came after the timeout had failed the wait. */
+  late?(value: T): void
+}
+
 /**
- * Waits of one length begun in the same tick share one timer: under load a tick starts a whole
- * batch of decisions, and a timer each would cost more than an in-memory decision.
+ * Waits of one length begun within the same millisecond share one timer: under load each
+ * millisecond starts many decisions (an HTTP server, one per request, each in a tick of its
+ * own), and a timer each would cost more than an in-memory decision. A wait that joins a cohort
+ * begun up to a millisecond before it may therefore expire up to a millisecond early, never late.
  */
 class Cohort {
   /** Once every wait has settled the timer is gone: later waits need a cohort of their own. */
   done = false
   private pending = 0
-  private readonly expirations: Array<() => void> = []
+  private readonly waits: Array<StoreWait<never>> = []
   private readonly timer: NodeJS.Timeout
 
-  constructor(timeoutMs: number) {
+  constructor(
+    timeoutMs: number,
+    /** `Date.now()` when the cohort began: a clock tests can fake along with the timers. */
+    readonly startedAt: number,
+  ) {
     this.timer = setTimeout(() => {
       this.done = true
-      const expirations = this.expirations.splice(0)
-      for (const expire of expirations) expire()
+      const waits = this.waits.splice(0)
+      for (const wait of waits) wait.expire()
     }, timeoutMs)
   }
 
-  /** `expire` is called when the time is up, unless every wait was settled before. */
-  add(expire: () => void): void {
+  /** The wait expires when the time is up, unless every wait was settled before. */
+  add(wait: StoreWait<never>): void {
     this.pending++
-    this.expirations.push(expire)
+    this.waits.push(wait)
   }
 
   settle(): void {
@@ -87,63 +101,80 @@ class Cohort {
     // A cleared timer and its cohort may already sit in V8's old generation, where they stay
     // until a full collection; whatever they still point at survives every young collection
     // until then. Dropping the waits here halved the client's CPU per decision under load.
-    this.expirations.length = 0
+    this.waits.length = 0
   }
 }
 
-/** The cohort still taking waits, per timeout length; closed at the end of the tick. */
+/** The latest cohort per timeout length; a few lengths at most in practice, bounded anyway. */
 const openCohorts = new Map<number, Cohort>()
-const closeCohorts = () => openCohorts.clear()
+const MAX_OPEN_COHORTS = 64
 
 function cohortOf(timeoutMs: number): Cohort {
+  const now = Date.now()
   let cohort = openCohorts.get(timeoutMs)
-  if (cohort === undefined || cohort.done) {
-    if (openCohorts.size === 0) process.nextTick(closeCohorts)
-    cohort = new Cohort(timeoutMs)
+  // Either way round: a clock stepped back must not keep one cohort open.
+  if (cohort === undefined || cohort.done || Math.abs(now - cohort.startedAt) >= 1) {
+    if (openCohorts.size >= MAX_OPEN_COHORTS) openCohorts.clear()
+    cohort = new Cohort(timeoutMs, now)
     openCohorts.set(timeoutMs, cohort)
   }
   return cohort
 }
 
 /**
- * Hands `work`'s answer to `answered` or its failure to `failed`, unless `timeoutMs` passes
- * first: then `failed` gets a TG_STORE timeout error and a later answer goes to `late`. Exactly
- * one of `answered` and `failed` is called, once. The work itself cannot be cancelled (a command
- * already sent to Redis will still be answered), so its late rejection is observed here rather
- * than left unhandled. Callbacks rather than a promise: every decision waits here, and each
- * promise layer would cost an allocation and a microtask.
+ * One bounded wait for the store: hands its answer to the handler, or its failure, unless
+ * `timeoutMs` passes first; the handler then gets a TG_STORE timeout error, and a later answer
+ * goes to `late`. A store that takes a receiver is given the wait itself, so that a decision
+ * waits with one object rather than a promise, its continuations and their closures. The work
+ * itself cannot be cancelled (a command already sent to Redis will still be answered).
  */
-export function awaitStore<T>(
-  work: Promise<T>,
-  timeoutMs: number,
-  answered: (value: T) => void,
-  failed: (error: unknown) => void,
-  late?: (value: T) => void,
-): void {
-  let state: 'waiting' | 'answered' | 'expired' = 'waiting'
-  const cohort = cohortOf(timeoutMs)
-  cohort.add(() => {
-    if (state !== 'waiting') return
-    state = 'expired'
-    failed(new TollgateError('TG_STORE', `the store did not answer within ${timeoutMs} ms`))
+export class StoreWait<T> {
+  private state: 'waiting' | 'answered' | 'expired' = 'waiting'
+  private readonly cohort: Cohort
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly handler: WaitHandler<T>,
+  ) {
+    this.cohort = cohortOf(timeoutMs)
+    this.cohort.add(this as StoreWait<never>)
+  }
+
+  answer(value: T): void {
+    if (this.state === 'expired') {
+      this.handler.late?.(value)
+      return
+    }
+    if (this.state !== 'waiting') return
+    this.state = 'answered'
+    this.cohort.settle()
+    this.handler.answered(value)
+  }
+
+  fail(error: unknown): void {
+    if (this.state !== 'waiting') return
+    this.state = 'answered'
+    this.cohort.settle()
+    this.handler.failed(error)
+  }
+
+  /** Called by the cohort's timer. */
+  expire(): void {
+    if (this.state !== 'waiting') return
+    this.state = 'expired'
+    this.handler.failed(new TollgateError('TG_STORE', `the store did not answer within ${this.timeoutMs} ms`))
+  }
+}
+
+/** Settles with `work`, or rejects after `timeoutMs`; see StoreWait. */
+export function withTimeout<T>(work: Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const wait = new StoreWait<T>(timeoutMs, { answered: resolve, failed: reject, late: onLateAnswer })
+    work.then(
+      (value) => wait.answer(value),
+      (error: unknown) => wait.fail(error),
+    )
   })
-  work.then(
-    (value) => {
-      if (state === 'expired') {
-        late?.(value)
-        return
-      }
-      state = 'answered'
-      cohort.settle()
-      answered(value)
-    },
-    (error: unknown) => {
-      if (state === 'expired') return
-      state = 'answered'
-      cohort.settle()
-      failed(error)
-    },
-  )
 }
 
 export function storeFailureDecision(rule: string, cost: number, policy: 'allow' | 'deny', cause: unknown): Decision {

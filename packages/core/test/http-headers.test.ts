@@ -282,6 +282,20 @@ describe('rateLimitHeaders: draft-10', () => {
     )
     expect(headers.RateLimit).toBe('"search-60s";r=7;t=13, "api-60s";r=1;t=13')
   })
+
+  // Items are kept per (rule, period) between responses; another limiter's rule of the same name
+  // and period but another limit, or another unit, must still get its own.
+  it('writes each limit and unit of a (rule, period) as it is, response after response', () => {
+    const policyOf = (limit: number, options: HeaderOptions = DRAFT_10) =>
+      rateLimitHeaders(decision({ windows: [windowState({ limit, periodMs: 45_000 })] }), options)['RateLimit-Policy']
+    const bytes: HeaderOptions = { ...DRAFT_10, quotaUnit: 'content-bytes' }
+    for (let round = 0; round < 2; round++) {
+      expect(policyOf(5)).toBe('"api-45s";q=5;w=45')
+      expect(policyOf(7)).toBe('"api-45s";q=7;w=45')
+      expect(policyOf(7, bytes)).toBe('"api-45s";q=7;w=45;qu="content-bytes"')
+      expect(policyOf(7)).toBe('"api-45s";q=7;w=45')
+    }
+  })
 })
 
 describe('rateLimitHeaders: single-policy formats', () => {

@@ -171,6 +171,35 @@ describe('a store that rejects', () => {
     }
     expect((await limiterOver(throwing).consume('api', IP)).reason).toBe('store-error-allowed')
   })
+
+  it("rejects with the error of a 'store-error' listener that throws, and still closes", async () => {
+    const limiter = limiterOver(rejectingStore())
+    const mistake = new Error('listener bug')
+    limiter.on('store-error', () => {
+      throw mistake
+    })
+    await expect(limiter.consume('api', IP)).rejects.toBe(mistake)
+    await limiter.close()
+  })
+
+  it('decides through a store that answers through a receiver', async () => {
+    const answer: StoreResult = { allowed: true, nowMs: T, windows: [{ remaining: 4, resetAtMs: T, fitsAtMs: T }] }
+    const delivered: string[] = []
+    const store: Store = {
+      evaluate: () => Promise.reject(new Error('evaluate is not the path taken')),
+      evaluateInto: (request, receiver) => {
+        delivered.push(request.operation)
+        if (request.operation === 'peek') receiver.fail(new Error('peek refused'))
+        else receiver.answer(answer)
+      },
+      reset: async () => {},
+      close: async () => {},
+    }
+    const limiter = limiterOver(store)
+    expect(await limiter.consume('api', IP)).toMatchObject({ allowed: true, reason: 'ok' })
+    expect(await limiter.peek('api', IP)).toMatchObject({ reason: 'store-error-allowed' })
+    expect(delivered).toEqual(['consume', 'peek'])
+  })
 })
 
 describe('a store that does not answer', () => {
@@ -302,6 +331,30 @@ describe('a store that does not answer', () => {
       'store-error-allowed',
       'store-error-allowed',
     ])
+  })
+
+  it('shares one timer among waits begun within a millisecond, and bounds each by its own start', async () => {
+    vi.useFakeTimers()
+    const { store } = silentStore()
+    const limiter = limiterOver(store, { storeTimeoutMs: 20 })
+    const early = [limiter.consume('api', IP), limiter.consume('api', IP)]
+    // A later tick of the same millisecond, as the next request on another socket would be.
+    await new Promise<void>((resolve) => process.nextTick(resolve))
+    early.push(limiter.consume('api', IP))
+    expect(vi.getTimerCount()).toBe(1)
+    await vi.advanceTimersByTimeAsync(1)
+    const late = limiter.consume('api', IP)
+    expect(vi.getTimerCount()).toBe(2)
+    let lateSettled = false
+    late.then(() => {
+      lateSettled = true
+    })
+    // The first three expire at 20 ms, the fourth, begun 1 ms later, at 21 ms.
+    await settlesWithin(Promise.all(early), 19)
+    expect(lateSettled).toBe(false)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(lateSettled).toBe(true)
+    expect((await late).error?.message).toBe('the store did not answer within 20 ms')
   })
 
   it('lets close wait for a decision bounded by the timeout', async () => {

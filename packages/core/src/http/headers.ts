@@ -34,8 +34,8 @@ export interface HeaderOptions {
 }
 
 /** One window per rule and period: the identifier whose window is tightest speaks for all. */
-export function tightestPerPolicy(windows: readonly WindowState[]): WindowState[] {
-  if (windows.length < 2) return [...windows]
+export function tightestPerPolicy(windows: readonly WindowState[]): readonly WindowState[] {
+  if (windows.length < 2) return windows
   const byPolicy = new Map<string, WindowState>()
   for (const window of windows) {
     const key = `${window.rule}\u0000${window.periodMs}`
@@ -76,27 +76,46 @@ function sfString(value: string): string {
   return `"${value.replace(/[\\"]/g, '\\$&')}"`
 }
 
-/**
- * Policy names as Structured Field Strings, by rule and period. Every response repeats the same
- * few, and building one takes two regular expressions; a rule name never seen before past the
- * bound starts the cache afresh, so calls with ever-new names cannot grow it without end.
- */
-const quotedNames = new Map<string, Map<number, string>>()
-const MAX_QUOTED_RULES = 1_000
+/** A policy's name as a Structured Field String, and its last `RateLimit-Policy` item. */
+interface PolicyName {
+  quoted: string
+  /** The item for `itemLimit` in request units, the common case, kept so as not to build it per response. */
+  itemLimit: number
+  item: string
+}
 
-function quotedPolicyName(rule: string, periodMs: number): string {
-  let byPeriod = quotedNames.get(rule)
+/**
+ * Policy names by rule and period. Every response repeats the same few, and building one takes
+ * two regular expressions; a rule name never seen before past the bound starts the cache
+ * afresh, so calls with ever-new names cannot grow it without end.
+ */
+const policyNames = new Map<string, Map<number, PolicyName>>()
+const MAX_CACHED_RULES = 1_000
+
+function policyNameOf(rule: string, periodMs: number): PolicyName {
+  let byPeriod = policyNames.get(rule)
   if (byPeriod === undefined) {
-    if (quotedNames.size >= MAX_QUOTED_RULES) quotedNames.clear()
+    if (policyNames.size >= MAX_CACHED_RULES) policyNames.clear()
     byPeriod = new Map()
-    quotedNames.set(rule, byPeriod)
+    policyNames.set(rule, byPeriod)
   }
   let name = byPeriod.get(periodMs)
   if (name === undefined) {
-    name = sfString(policyName(rule, periodMs))
+    name = { quoted: sfString(policyName(rule, periodMs)), itemLimit: -1, item: '' }
     byPeriod.set(periodMs, name)
   }
   return name
+}
+
+function policyItem(window: WindowState, unit: string): string {
+  const name = policyNameOf(window.rule, window.periodMs)
+  if (unit === '' && name.itemLimit === window.limit) return name.item
+  const item = `${name.quoted};q=${window.limit};w=${Math.max(1, seconds(window.periodMs))}${unit}`
+  if (unit === '') {
+    name.itemLimit = window.limit
+    name.item = item
+  }
+  return item
 }
 
 function partitionKey(secret: string, identifier: string): string {
@@ -119,14 +138,17 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
   if (options.format === 'draft-10') {
     const unit = options.quotaUnit === 'request' ? '' : `;qu=${sfString(options.quotaUnit)}`
     const secret = options.partitionKeySecret
-    // Only on RateLimit: the tightest identifier changes between responses, and the policy field should not.
-    const pk = (window: WindowState) => (secret === undefined ? '' : `;pk=${partitionKey(secret, window.identifier)}`)
-    headers['RateLimit-Policy'] = windows
-      .map((w) => `${quotedPolicyName(w.rule, w.periodMs)};q=${w.limit};w=${Math.max(1, seconds(w.periodMs))}${unit}`)
-      .join(', ')
-    headers.RateLimit = windows
-      .map((w) => `${quotedPolicyName(w.rule, w.periodMs)};r=${w.remaining};t=${reset(w)}${pk(w)}`)
-      .join(', ')
+    let policy = ''
+    let state = ''
+    for (const w of windows) {
+      const separator = policy === '' ? '' : ', '
+      policy += separator + policyItem(w, unit)
+      state += `${separator}${policyNameOf(w.rule, w.periodMs).quoted};r=${w.remaining};t=${reset(w)}`
+      // Only on RateLimit: the tightest identifier changes between responses, and the policy field should not.
+      if (secret !== undefined) state += `;pk=${partitionKey(secret, w.identifier)}`
+    }
+    headers['RateLimit-Policy'] = policy
+    headers.RateLimit = state
     return headers
   }
 

@@ -191,6 +191,8 @@ function sharedStore(store: Store): Store {
   }
   const evaluateSync = store.evaluateSync?.bind(store)
   if (evaluateSync) shared.evaluateSync = evaluateSync
+  const evaluateInto = store.evaluateInto?.bind(store)
+  if (evaluateInto) shared.evaluateInto = evaluateInto
   return shared
 }
 

@@ -9,6 +9,8 @@
  */
 export class Batches<T> {
   private groups = new Map<number, T[]>()
+  /** The groups' other Map, swapped in at each flush: a flush then allocates no Map. */
+  private spare = new Map<number, T[]>()
   private scheduled = false
 
   constructor(
@@ -37,7 +39,10 @@ export class Batches<T> {
   private readonly flush = (): void => {
     this.scheduled = false
     const groups = this.groups
-    this.groups = new Map()
+    // Work added while flushing (a receiver deciding again at once) goes to the other Map.
+    this.groups = this.spare
     for (const items of groups.values()) this.flushGroup(items)
+    groups.clear()
+    this.spare = groups
   }
 }

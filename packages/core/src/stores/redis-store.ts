@@ -6,7 +6,15 @@ import type { AlgorithmName, Window } from '../rules.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
-import type { Store, StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from './store.js'
+import type {
+  Store,
+  StoreOperation,
+  StoreReceiver,
+  StoreRequest,
+  StoreResult,
+  StoreTarget,
+  StoreWindowResult,
+} from './store.js'
 
 /**
  * The part of an ioredis `Redis` or `Cluster` client this store uses. ioredis' `defineCommand`
@@ -65,8 +73,7 @@ interface QueuedRun {
   /** Milliseconds, or '-' for the server's TIME. */
   time: string
   revertable: boolean
-  resolve(result: StoreResult): void
-  reject(error: unknown): void
+  receiver: StoreReceiver
 }
 
 /**
@@ -124,13 +131,26 @@ export class RedisStore implements Store {
   }
 
   evaluate(request: StoreRequest): Promise<StoreResult> {
-    const keys = request.targets.map((target) => this.keyOf(target))
+    return new Promise((resolve, reject) => this.evaluateInto(request, { answer: resolve, fail: reject }))
+  }
+
+  evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
+    const { operation, targets, cost } = request
+    const keys: string[] = []
+    for (const target of targets) keys.push(this.keyOf(target))
     const time = this.clock ? String(this.clock()) : '-'
     if (this.cluster) {
       const slots = groupBySlot(keys)
-      if (slots.length > 1) return this.acrossSlots(request, keys, slots, time)
+      if (slots.length > 1) {
+        this.acrossSlots(request, keys, slots, time).then(
+          (result) => receiver.answer(result),
+          (error: unknown) => receiver.fail(error),
+        )
+        return
+      }
     }
-    return this.run(request.operation, keys, request.targets, request.cost, time, true)
+    const group = this.cluster ? calculateSlot(keys[0] as string) : 0
+    this.batches.add(group, { operation, keys, targets, cost, time, revertable: true, receiver })
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -145,9 +165,9 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Queues one script run, all its keys in one slot, for the next batch of that slot. A
-   * `revertable` consume that charged gets a `revert` (a part of a decision split over slots is
-   * reverted with the whole).
+   * Queues one script run, all its keys in one slot, for the next batch of that slot: a part of
+   * a decision split over slots, or an undo. Such a part is never `revertable` on its own: it is
+   * reverted with the whole decision.
    */
   private run(
     operation: StoreOperation | 'undo',
@@ -155,12 +175,12 @@ export class RedisStore implements Store {
     targets: readonly StoreTarget[],
     cost: number,
     time: string,
-    revertable = false,
   ): Promise<StoreResult> {
     return new Promise<StoreResult>((resolve, reject) => {
       // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
       const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-      this.batches.add(group, { operation, keys, targets, cost, time, revertable, resolve, reject })
+      const receiver = { answer: resolve, fail: reject }
+      this.batches.add(group, { operation, keys, targets, cost, time, revertable: false, receiver })
     })
   }
 
@@ -173,7 +193,7 @@ export class RedisStore implements Store {
     try {
       reply = this.decide(keyCount, ...keysAndArgs)
     } catch (error) {
-      for (const run of runs) run.reject(error)
+      for (const run of runs) run.receiver.fail(error)
       return
     }
     reply.then(
@@ -186,7 +206,7 @@ export class RedisStore implements Store {
             const run = runs[i] as QueuedRun
             const first: unknown = replies[at]
             if (typeof first === 'string' || Buffer.isBuffer(first)) {
-              run.reject(new Error(String(first)))
+              run.receiver.fail(new Error(String(first)))
               at += 1
               continue
             }
@@ -201,11 +221,11 @@ export class RedisStore implements Store {
             'TG_STORE',
             `unexpected reply from the decide script: ${describeValue(replies)}`,
           )
-          for (; i < runs.length; i++) (runs[i] as QueuedRun).reject(error)
+          for (; i < runs.length; i++) (runs[i] as QueuedRun).receiver.fail(error)
         }
       },
       (error: unknown) => {
-        for (const run of runs) run.reject(error)
+        for (const run of runs) run.receiver.fail(error)
       },
     )
   }
@@ -254,6 +274,9 @@ export class RedisStore implements Store {
     return merged
   }
 
+  /** A charged run's undo, one function for every ChargedResult rather than a closure each. */
+  private readonly undoRun = (run: QueuedRun, nowMs: number) => this.undo(run.keys, run.targets, run.cost, nowMs)
+
   /** Takes back a consume charged at `nowMs` (the time its script ran) on these keys. */
   private async undo(
     keys: readonly string[],
@@ -273,13 +296,14 @@ export class RedisStore implements Store {
 
   /** Resolves a run with its `width` numbers, `replies[at]` onwards. */
   private settle(run: QueuedRun, replies: readonly number[], at: number, width: number): void {
-    const result = resultOf(replies, at, (width - 2) / 3)
-    if (run.revertable && run.operation === 'consume' && result.allowed && run.cost > 0) {
-      const { keys, targets, cost } = run
-      const nowMs = result.nowMs
-      result.revert = () => this.undo(keys, targets, cost, nowMs)
-    }
-    run.resolve(result)
+    const windows = windowsOf(replies, at, (width - 2) / 3)
+    const allowed = replies[at] === 1
+    const nowMs = replies[at + 1] as number
+    run.receiver.answer(
+      run.revertable && run.operation === 'consume' && allowed && run.cost > 0
+        ? new ChargedResult(nowMs, windows, run, this.undoRun)
+        : { allowed, nowMs, windows },
+    )
   }
 
   /** A rule's windows always encode to the same spec; encode it once. */
@@ -338,7 +362,23 @@ function widthOf(targets: readonly StoreTarget[]): number {
   return width
 }
 
-function resultOf(values: readonly number[], at: number, windowCount: number): StoreResult {
+/** The answer to a consume that charged: it can take exactly that charge back. */
+class ChargedResult implements StoreResult {
+  readonly allowed = true
+
+  constructor(
+    readonly nowMs: number,
+    readonly windows: StoreWindowResult[],
+    private readonly run: QueuedRun,
+    private readonly undoRun: (run: QueuedRun, nowMs: number) => Promise<void>,
+  ) {}
+
+  revert(): Promise<void> {
+    return this.undoRun(this.run, this.nowMs)
+  }
+}
+
+function windowsOf(values: readonly number[], at: number, windowCount: number): StoreWindowResult[] {
   const windows: StoreWindowResult[] = []
   for (let w = 0, i = at + 2; w < windowCount; w++, i += 3) {
     const fitsAt = values[i + 2] as number
@@ -348,5 +388,5 @@ function resultOf(values: readonly number[], at: number, windowCount: number): S
       fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
     })
   }
-  return { allowed: values[at] === 1, nowMs: values[at + 1] as number, windows }
+  return windows
 }

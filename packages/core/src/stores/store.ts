@@ -46,6 +46,12 @@ export interface StoreResult {
   revert?: () => Promise<void>
 }
 
+/** Where a store delivers an answer given through `evaluateInto`. */
+export interface StoreReceiver {
+  answer(result: StoreResult): void
+  fail(error: unknown): void
+}
+
 /**
  * Where limiter state lives. A store receives a decision's every window, identifier and parent
  * at once and answers all or nothing, which a per-key `increment` interface could not promise.
@@ -58,6 +64,13 @@ export interface Store {
    * nothing in-process can stop answering, and the decision costs no timer and no promise hop.
    */
   evaluateSync?(request: StoreRequest): StoreResult
+  /**
+   * The same answer as `evaluate`, delivered to `receiver` exactly once instead of through a
+   * promise. When a store has it, the limiter calls it instead of `evaluate`: a store answering
+   * a batch of decisions per round trip then settles each with a call, not a promise and its
+   * continuations. The receiver's methods never throw.
+   */
+  evaluateInto?(request: StoreRequest, receiver: StoreReceiver): void
   /** Forgets the state of these targets. */
   reset(targets: readonly StoreTarget[]): Promise<void>
   /** Releases timers and connections the store owns (never a client it was given). */
