@@ -1,7 +1,7 @@
 -- Decides a batch of decisions, each atomically: checks, and for `consume` charges, every window
 -- of every target of one decision, all or nothing. If any window cannot fit `cost`, nothing of
 -- that decision is written anywhere. Batching lets one EVALSHA carry every decision a process
--- made in the same tick: one write, one script call, one TIME for all of them.
+-- made in the same turn of its event loop: one write, one script call, one TIME for all of them.
 --
 -- KEYS     the targets' state keys, decision after decision; a target is one rule × one
 --          identifier and its key holds all the rule's windows

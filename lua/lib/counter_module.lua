@@ -27,6 +27,9 @@ local function counter_module(steps)
 
   local function entry(state, w)
     local base = (w.slot - 1) * arity
+    if arity == 2 then
+      return state[base + 1], state[base + 2]
+    end
     return state[base + 1], state[base + 2], state[base + 3]
   end
 
@@ -147,8 +150,8 @@ local function counter_module(steps)
 
   -- A whole consume or peek of a one-window rule: the steps above with the entry in locals and
   -- no state table. Appends the reply to `reply` after `n` and returns its new length, or
-  -- returns nil, having written nothing, when the key holds several entries (after a rule went
-  -- from several windows to one), to leave it to the general path.
+  -- returns nil, having written nothing, when the key holds anything but one entry of this
+  -- window (a rule edited since it was written), to leave it to the general path.
   function module.one(key, w, now, cost, peek, reply, n)
     local raw = redis.call('GET', key)
     local a, b, c, stored_first
@@ -177,13 +180,15 @@ local function counter_module(steps)
     if allowed and cost > 0 and not peek then
       a, b, c = steps.charge(w, now, cost, a, b, c)
       local expiry = steps.expires(w, a, b, c)
-      local value = pack_digits(steps.to_compact(w, a, b, c))
       if expiry <= now then
         redis.call('DEL', key)
-      elseif value and steps.expiry_first and expiry == stored_first then
-        redis.call('SET', key, value, 'KEEPTTL')
       else
-        redis.call('SET', key, value or entry_text(w, a, b, c), 'PX', expiry - now)
+        local value = pack_digits(steps.to_compact(w, a, b, c))
+        if value and steps.expiry_first and expiry == stored_first then
+          redis.call('SET', key, value, 'KEEPTTL')
+        else
+          redis.call('SET', key, value or entry_text(w, a, b, c), 'PX', expiry - now)
+        end
       end
       fits_now = fits(w, now, cost, a, b, c)
     end

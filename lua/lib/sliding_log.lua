@@ -196,13 +196,18 @@ local function sliding_log_module()
     local period, limit = w.period, w.limit
     local cutoff = now - period
     local total, last_time = sl_last(key)
-    local before, before_time, trim = 0, nil, false
+    local before, before_time, trim, first = 0, nil, false, nil
     if last_time ~= nil then
       if last_time <= cutoff then
         before = total
       else
-        local found = redis.call('ZREVRANGEBYSCORE', key, cutoff, '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-        if found[1] then
+        -- Most logs hold nothing older than the window: then the oldest entry is the window's
+        -- first, and no entry's total comes before it.
+        local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+        if oldest > cutoff then
+          first = oldest
+        else
+          local found = redis.call('ZREVRANGEBYSCORE', key, cutoff, '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
           before, before_time = sl_total(found[1]), tonumber(found[2])
           trim = found[4] ~= nil and tonumber(found[4]) < before_time
         end
@@ -210,7 +215,6 @@ local function sliding_log_module()
     end
     local used = total - before
     local allowed = cost <= limit and used + cost <= limit
-    local first
     if allowed and cost > 0 and not peek then
       local at = now
       if last_time == nil or last_time <= cutoff then
@@ -229,6 +233,7 @@ local function sliding_log_module()
       redis.call('ZADD', key, at, struct.pack('>I7', total))
       redis.call('PEXPIRE', key, at + period - now)
       if used == cost then
+        -- The new entry is all the window holds.
         first = at
       end
     end
