@@ -26,6 +26,7 @@
 -- with its numbers in locals. The counter algorithms get all of these from counter_module.lua.
 
 --#include lib/numbers.lua
+--#include lib/reply.lua
 --#include lib/counters.lua
 --#include lib/counter_module.lua
 --#include lib/fixed_window.lua

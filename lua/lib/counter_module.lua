@@ -91,20 +91,21 @@ local function counter_module(steps)
     return remaining(w, now, current(w, now, entry(state, w)))
   end
 
-  function module.charge(state, windows, now, cost)
+  -- Applies `step` (charge or refund) to every window's current entry.
+  local function apply(step, state, windows, now, cost)
     for k = 1, #windows do
       local w = windows[k]
-      put(state, w, steps.charge(w, now, cost, current(w, now, entry(state, w))))
+      put(state, w, step(w, now, cost, current(w, now, entry(state, w))))
     end
     return state
   end
 
+  function module.charge(state, windows, now, cost)
+    return apply(steps.charge, state, windows, now, cost)
+  end
+
   function module.refund(state, windows, now, cost)
-    for k = 1, #windows do
-      local w = windows[k]
-      put(state, w, steps.refund(w, now, cost, current(w, now, entry(state, w))))
-    end
-    return state
+    return apply(steps.refund, state, windows, now, cost)
   end
 
   function module.undo(state, windows, now, cost)
@@ -196,11 +197,7 @@ local function counter_module(steps)
     if left < w.limit then
       reset_at = fits(w, now, left + 1, a, b, c)
     end
-    if fits_now == NEVER then
-      fits_now = -1
-    end
-    reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4], reply[n + 5] = allowed and 1 or 0, now, left, reset_at, fits_now
-    return n + 5
+    return append_one(reply, n, allowed, now, left, reset_at, fits_now)
   end
 
   return module

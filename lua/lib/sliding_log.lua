@@ -241,12 +241,7 @@ local function sliding_log_module()
     if remaining < limit then
       reset_at = sl_fits(key, w, now, remaining + 1, used, before, first)
     end
-    local fits = sl_fits(key, w, now, cost, used, before, first)
-    if fits == NEVER then
-      fits = -1
-    end
-    reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4], reply[n + 5] = allowed and 1 or 0, now, remaining, reset_at, fits
-    return n + 5
+    return append_one(reply, n, allowed, now, remaining, reset_at, sl_fits(key, w, now, cost, used, before, first))
   end
 
   function sliding_log.save(key, log, windows, now)
