@@ -1,6 +1,6 @@
 import { createLimiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { decideScript } from '../../packages/core/src/scripts/generated.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
@@ -111,6 +111,36 @@ describe('RedisStore round trips', () => {
     // In call order, as if made one after another: user:0 had spent one already.
     expect(decisions.map((d) => d.windows[0]?.remaining)).toEqual([8, 9, 9, 7, 8, 8, 6, 7, 7, 5, 6, 6])
     expect(decisions.every((d) => d.allowed && d.reason === 'ok')).toBe(true)
+  })
+
+  // An HTTP server sees each request in a callback of its own: the batch is the event loop's
+  // turn, not the tick.
+  it('sends the decisions begun in separate ticks of one event-loop turn as one EVALSHA', async () => {
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'turn:' }), rules })
+    await limiter.consume('api.write', 'user:0')
+    sent.length = 0
+    const decisions = await new Promise<Array<Promise<unknown>>>((resolve) => {
+      const started: Array<Promise<unknown>> = []
+      const next = (i: number) => {
+        started.push(limiter.consume('api.write', `user:${i}`))
+        if (i < 4) process.nextTick(next, i + 1)
+        else resolve(started)
+      }
+      process.nextTick(next, 0)
+    })
+    await Promise.all(decisions)
+    expect(sent).toEqual(['evalsha'])
+  })
+
+  it('decides while fake timers stand in for the global ones', async () => {
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'fake:' }), rules })
+    vi.useFakeTimers()
+    try {
+      const decision = await limiter.consume('api.write', 'user:0')
+      expect(decision).toMatchObject({ allowed: true, reason: 'ok' })
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('fails only the decision whose key is broken when others share its EVALSHA', async () => {
