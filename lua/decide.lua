@@ -12,11 +12,12 @@
 --            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
 --            spec       'code limit period limit period …' with code 'sl', 'fw', 'sw' or 'tb'
 --          Decisions of one rule in one batch send the same text, which is parsed once.
--- Reply    one flat array, decision after decision: either allowed (1 or 0), now, then per
+-- Reply    one flat array, decision after decision: either now × 2 + allowed (1 or 0), then per
 --          window in order remaining, reset_at, fits_at, with fits_at = -1 when the cost can never
 --          fit, every number an integer; or one string, the error that decision met (one bad key
 --          fails only its own decision, and it fails before anything of it is written). Flat,
---          because Redis converts a nested table per decision at about twice the cost.
+--          because Redis converts a nested table per decision at about twice the cost, and now
+--          shares an integer with allowed because each integer of the reply costs Redis time.
 --
 -- Each algorithm module offers load(key, windows), fits_at(state, w, now, need), remaining(state,
 -- w, now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
@@ -70,7 +71,7 @@ local function header_of(text)
   for spec in string.gmatch(rest, '[^|]+') do
     specs[#specs + 1] = spec_of(spec)
   end
-  local keys, width = #specs, 2
+  local keys, width = #specs, 1
   for i = 1, keys do
     width = width + 3 * #specs[i].windows
   end
@@ -127,8 +128,8 @@ local function decide(header, key, reply, n)
   end
 
   local writes = cost > 0 and operation ~= 'peek' and (allowed or not charging)
-  reply[n + 1], reply[n + 2] = allowed and 1 or 0, now
-  n = n + 2
+  reply[n + 1] = floor(now) * 2 + (allowed and 1 or 0)
+  n = n + 1
   for i = 1, count do
     local target = targets[i]
     local algorithm, windows, state = target[2].algorithm, target[2].windows, target[3]

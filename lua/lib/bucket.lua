@@ -79,5 +79,35 @@ local function bucket_module()
     return at, capacity - level
   end
 
+  -- The one-window decision by hand (see counter_module.lua): the steps above, inlined.
+  function steps.one(key, w, now, cost, peek, reply, n, raw)
+    local per_token, per_ms, capacity = scale(w)
+    local fits = steps.fits
+    local level, at = capacity, now
+    if raw then
+      local stored_at, deficit = unpack_digits(raw, 2)
+      at = max(now, stored_at)
+      level = min(capacity, max(0, capacity - deficit) + (at - stored_at) * per_ms)
+    end
+    local fits_now = fits(w, now, cost, level, at)
+    local allowed = fits_now == now
+    if allowed and cost > 0 and not peek then
+      level = level - cost * per_token
+      local expiry = at + ceil((capacity - level) / per_ms)
+      if expiry <= now then
+        redis.call('DEL', key)
+      else
+        local value = pack_digits(at, capacity - level) or (fmt(w.period) .. ' ' .. fmt(level) .. ' ' .. fmt(at))
+        redis.call('SET', key, value, 'PX', expiry - now)
+      end
+      fits_now = fits(w, now, cost, level, at)
+    end
+    local remaining, reset_at = floor(level / per_token), now
+    if remaining < w.limit then
+      reset_at = fits(w, now, remaining + 1, level, at)
+    end
+    return append_one(reply, n, allowed, now, remaining, reset_at, fits_now)
+  end
+
   return counter_module(steps)
 end

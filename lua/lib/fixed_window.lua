@@ -62,5 +62,39 @@ local function fixed_window_module()
     return (index + 1) * w.period, count
   end
 
+  -- The commonest decision by hand (see counter_module.lua): the steps above, inlined.
+  function steps.one(key, w, now, cost, peek, reply, n, raw)
+    local period, limit = w.period, w.limit
+    local index, count, stored_end = floor(now / period), 0, nil
+    if raw then
+      local ends, stored = unpack_digits(raw, 2)
+      local at = floor((ends - 1) / period)
+      if at >= index then
+        index, count, stored_end = at, stored, ends
+      end
+    end
+    local window_end = (index + 1) * period
+    local allowed = cost <= limit and count + cost <= limit
+    if allowed and cost > 0 and not peek then
+      count = count + cost
+      local value = pack_digits(window_end, count)
+      if value and window_end == stored_end then
+        redis.call('SET', key, value, 'KEEPTTL')
+      else
+        redis.call('SET', key, value or (fmt(period) .. ' ' .. fmt(index) .. ' ' .. fmt(count)), 'PX', window_end - now)
+      end
+    end
+    local remaining, reset_at, fits = max(0, limit - count), now, now
+    if remaining < limit then
+      reset_at = window_end
+    end
+    if cost > limit then
+      fits = NEVER
+    elseif count + cost > limit then
+      fits = window_end
+    end
+    return append_one(reply, n, allowed, now, remaining, reset_at, fits)
+  end
+
   return counter_module(steps)
 end

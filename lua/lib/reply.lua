@@ -1,9 +1,10 @@
--- The reply of a one-window decision, as decide.lua answers it: allowed (1 or 0), now, remaining,
--- reset_at and fits_at, -1 when the cost can never fit. Appended after `n`; returns the new length.
+-- The reply of a one-window decision, as decide.lua answers it: now × 2 + allowed (1 or 0),
+-- remaining, reset_at and fits_at, -1 when the cost can never fit. Appended after `n`; returns
+-- the new length.
 local function append_one(reply, n, allowed, now, remaining, reset_at, fits_at)
   if fits_at == NEVER then
     fits_at = -1
   end
-  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4], reply[n + 5] = allowed and 1 or 0, now, remaining, reset_at, fits_at
-  return n + 5
+  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = floor(now) * 2 + (allowed and 1 or 0), remaining, reset_at, fits_at
+  return n + 4
 end

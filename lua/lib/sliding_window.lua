@@ -93,5 +93,43 @@ local function sliding_window_module()
     return steps.expires(w, index, count, previous), count, previous
   end
 
+  -- The one-window decision by hand (see counter_module.lua): the steps above, inlined.
+  function steps.one(key, w, now, cost, peek, reply, n, raw)
+    local period, limit, fits = w.period, w.limit, steps.fits
+    local index, count, previous, stored_expiry = floor(now / period), 0, 0, nil
+    if raw then
+      local expiry, stored_count, stored_previous = unpack_digits(raw, 3)
+      stored_expiry = expiry
+      local at = floor((expiry - 1) / period)
+      if stored_count > 0 then
+        at = at - 1
+      end
+      if at >= index then
+        index, count, previous = at, stored_count, stored_previous
+      elseif at == index - 1 then
+        previous = stored_count
+      end
+    end
+    local fits_now = fits(w, now, cost, index, count, previous)
+    local allowed = fits_now == now
+    if allowed and cost > 0 and not peek then
+      count = count + cost
+      local expiry = (index + 2) * period
+      local value = pack_digits(expiry, count, previous)
+      if value and expiry == stored_expiry then
+        redis.call('SET', key, value, 'KEEPTTL')
+      else
+        value = value or (fmt(period) .. ' ' .. fmt(index) .. ' ' .. fmt(count) .. ' ' .. fmt(previous))
+        redis.call('SET', key, value, 'PX', expiry - now)
+      end
+      fits_now = fits(w, now, cost, index, count, previous)
+    end
+    local remaining, reset_at = steps.remaining(w, now, index, count, previous), now
+    if remaining < limit then
+      reset_at = fits(w, now, remaining + 1, index, count, previous)
+    end
+    return append_one(reply, n, allowed, now, remaining, reset_at, fits_now)
+  end
+
   return counter_module(steps)
 end

@@ -296,9 +296,11 @@ export class RedisStore implements Store {
 
   /** Resolves a run with its `width` numbers, `replies[at]` onwards. */
   private settle(run: QueuedRun, replies: readonly number[], at: number, width: number): void {
-    const windows = windowsOf(replies, at, (width - 2) / 3)
-    const allowed = replies[at] === 1
-    const nowMs = replies[at + 1] as number
+    const windows = windowsOf(replies, at + 1, (width - 1) / 3)
+    // The script's time, doubled, plus 1 when allowed: one integer where two would cost more.
+    const head = replies[at] as number
+    const allowed = head % 2 === 1
+    const nowMs = allowed ? (head - 1) / 2 : head / 2
     run.receiver.answer(
       run.revertable && run.operation === 'consume' && allowed && run.cost > 0
         ? new ChargedResult(nowMs, windows, run, this.undoRun)
@@ -355,9 +357,9 @@ function mergeSlots(
   return { allowed, nowMs, windows: byTarget.flat() }
 }
 
-/** The numbers a run's reply holds: allowed and now, then three per window of each target. */
+/** The numbers a run's reply holds: allowed with now, then three per window of each target. */
 function widthOf(targets: readonly StoreTarget[]): number {
-  let width = 2
+  let width = 1
   for (const target of targets) width += 3 * target.windows.length
   return width
 }
@@ -380,7 +382,7 @@ class ChargedResult implements StoreResult {
 
 function windowsOf(values: readonly number[], at: number, windowCount: number): StoreWindowResult[] {
   const windows: StoreWindowResult[] = []
-  for (let w = 0, i = at + 2; w < windowCount; w++, i += 3) {
+  for (let w = 0, i = at; w < windowCount; w++, i += 3) {
     const fitsAt = values[i + 2] as number
     windows.push({
       remaining: values[i] as number,
