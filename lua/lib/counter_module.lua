@@ -11,11 +11,11 @@
 --   expires(w, a, b, c)              when the entry stops mattering (0: it already has)
 --   from_compact(w, n1, n2, n3)      the entry from the compact numbers (counters.lua), and
 --   to_compact(w, a, b, c)           back
---
--- With `expiry_first`, the first compact number is the entry's expiry: every write gives the key
--- that expiry as its TTL, so a write whose entry keeps the expiry it read (a charge within the
--- same window) keeps the key's TTL as it is, a cheaper SET. A rule edited since the key was
--- written cannot make that wrong: the number is the key's own expiry, whatever period set it.
+--   one(key, w, now, cost, peek, reply, n, raw)
+--                                    the module's one() (decide.lua) for a key holding `raw`,
+--                                    compact or nil: the steps above inlined, since their dozen
+--                                    Lua calls per decision were a sixth of a fixed window's
+--                                    Redis time
 --
 -- A key's state is one flat table: window k's entry at positions (k - 1) × arity + 1 onwards, k
 -- being the window's place in its rule (its `slot`).
@@ -149,66 +149,14 @@ local function counter_module(steps)
     redis.call('SET', key, value, 'PX', ttl)
   end
 
-  -- A whole consume or peek of a one-window rule, its key holding `raw`: the steps above with
-  -- the entry in locals and no state table. Appends the reply to `reply` after `n` and returns
-  -- its new length, or returns nil, having written nothing, when the key holds anything but one
-  -- entry of this window (a rule edited since it was written), to leave it to the general path.
-  local function general_one(key, w, now, cost, peek, reply, n, raw)
-    local a, b, c, stored_first
-    if raw then
-      if string.find(raw, ' ', 1, true) then
-        -- One entry too large to pack is text, `period a b [c]`; anything else goes the general way.
-        local period
-        if arity == 2 then
-          period, a, b = string.match(raw, '^(%d+) (%d+) (%d+)$')
-        else
-          period, a, b, c = string.match(raw, '^(%d+) (%d+) (%d+) (%d+)$')
-        end
-        if tonumber(period) ~= w.period then
-          return nil
-        end
-        a, b, c = tonumber(a), tonumber(b), tonumber(c)
-      else
-        local n1, n2, n3 = unpack_digits(raw, arity)
-        stored_first = n1
-        a, b, c = steps.from_compact(w, n1, n2, n3)
-      end
-    end
-    a, b, c = current(w, now, a, b, c)
-    local fits_now = fits(w, now, cost, a, b, c)
-    local allowed = fits_now == now
-    if allowed and cost > 0 and not peek then
-      a, b, c = steps.charge(w, now, cost, a, b, c)
-      local expiry = steps.expires(w, a, b, c)
-      if expiry <= now then
-        redis.call('DEL', key)
-      else
-        local value = pack_digits(steps.to_compact(w, a, b, c))
-        if value and steps.expiry_first and expiry == stored_first then
-          redis.call('SET', key, value, 'KEEPTTL')
-        else
-          redis.call('SET', key, value or entry_text(w, a, b, c), 'PX', expiry - now)
-        end
-      end
-      fits_now = fits(w, now, cost, a, b, c)
-    end
-    local left, reset_at = remaining(w, now, a, b, c), now
-    if left < w.limit then
-      reset_at = fits(w, now, left + 1, a, b, c)
-    end
-    return append_one(reply, n, allowed, now, left, reset_at, fits_now)
-  end
-
-  -- An algorithm may decide a compact or absent state by hand, `steps.one(key, w, now, cost,
-  -- peek, reply, n, raw)`, its steps inlined: their dozen Lua calls per decision were a sixth of
-  -- a fixed window's Redis time. Text states still take the general way.
-  local by_hand = steps.one
+  -- A key in the text form (a number too large to pack, or a rule edited since) goes the
+  -- general way: nil, nothing written.
   function module.one(key, w, now, cost, peek, reply, n)
     local raw = redis.call('GET', key)
-    if by_hand and not (raw and string.find(raw, ' ', 1, true)) then
-      return by_hand(key, w, now, cost, peek, reply, n, raw)
+    if raw and string.find(raw, ' ', 1, true) then
+      return nil
     end
-    return general_one(key, w, now, cost, peek, reply, n, raw)
+    return steps.one(key, w, now, cost, peek, reply, n, raw)
   end
 
   return module

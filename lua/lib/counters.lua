@@ -8,6 +8,10 @@
 -- takes 72 bytes instead of 104 as a string. A 13-digit time leaves 6 digits for the rest; a
 -- longer run is still read right, it only costs as much as a string.
 --
+-- For fixed and sliding windows n1 is the key's own expiry: every write sets it as the TTL, so a
+-- write that keeps n1 (a charge within the window) keeps the TTL with a cheaper SET … KEEPTTL,
+-- and no period edited since the key was written can make that wrong.
+--
 -- Textual, `period v1 v2 … period v1 v2 …`: any number of windows, any values. Entries are looked
 -- up by period, so a rule whose windows change keeps the state of the periods it still has and
 -- starts the new ones fresh. It always holds a space, which tells the two forms apart.
@@ -54,12 +58,4 @@ local function unpack_digits(raw, arity)
   return tonumber(string.sub(raw, 1, stop - size2)),
     tonumber(string.sub(raw, stop - size2 + 1, stop)),
     tonumber(string.sub(raw, stop + 1, n - 2))
-end
-
--- The compact numbers of `raw`, or nil when it is in the textual form.
-local function read_compact(raw, arity)
-  if string.find(raw, ' ', 1, true) then
-    return nil
-  end
-  return unpack_digits(raw, arity)
 end

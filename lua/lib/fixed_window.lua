@@ -6,7 +6,7 @@
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function fixed_window_module()
-  local steps = { arity = 2, expiry_first = true }
+  local steps = { arity = 2 }
 
   -- A state written by a faster clock keeps its window rather than being reset.
   function steps.current(w, now, index, count)

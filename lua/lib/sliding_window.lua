@@ -8,7 +8,7 @@
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_window_module()
-  local steps = { arity = 3, expiry_first = true }
+  local steps = { arity = 3 }
 
   function steps.current(w, now, index, count, previous)
     local now_index = floor(now / w.period)

@@ -31,6 +31,11 @@ async function render(spec: TopLevelSpec): Promise<string> {
 }
 
 /** The contender's name without its store, which the chart's columns show. */
+/** A y axis of contender names, ordered by their `rank`, long names shown whole. */
+function rankedLabels(field: string) {
+  return { field, type: 'nominal', title: null, sort: { field: 'rank', op: 'min' }, axis: { labelLimit: 400 } } as const
+}
+
 function shortLabel(id: string, twoByTwo: boolean): string {
   const contender = contenderOf(id)
   const name =
@@ -64,13 +69,7 @@ function decisionsChart(results: BenchResults): TopLevelSpec | undefined {
       high: max(cell.perSecond),
     }
   })
-  const y = {
-    field: 'contender',
-    type: 'nominal',
-    title: null,
-    sort: { field: 'rank', op: 'min' },
-    axis: { labelLimit: 400 },
-  } as const
+  const y = rankedLabels('contender')
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: {
@@ -205,13 +204,7 @@ function httpChart(results: BenchResults): TopLevelSpec | undefined {
     spec: {
       width: 420,
       encoding: {
-        y: {
-          field: 'limiter',
-          type: 'nominal',
-          title: null,
-          sort: { field: 'rank', op: 'min' },
-          axis: { labelLimit: 400 },
-        },
+        y: rankedLabels('limiter'),
         x: { field: 'rate', type: 'quantitative', title: 'req/s' },
       },
       layer: [
@@ -251,13 +244,7 @@ function bytesChart(results: BenchResults): TopLevelSpec | undefined {
     width: 420,
     mark: 'bar',
     encoding: {
-      y: {
-        field: 'contender',
-        type: 'nominal',
-        title: null,
-        sort: { field: 'rank', op: 'min' },
-        axis: { labelLimit: 400 },
-      },
+      y: rankedLabels('contender'),
       yOffset: { field: 'hits', type: 'nominal' },
       x: { field: 'bytes', type: 'quantitative', title: 'bytes' },
       color: { field: 'hits', type: 'nominal', title: null },
@@ -286,13 +273,7 @@ function exactnessChart(results: BenchResults): TopLevelSpec | undefined {
         data: { values },
         mark: 'bar',
         encoding: {
-          y: {
-            field: 'contender',
-            type: 'nominal',
-            title: null,
-            sort: { field: 'rank', op: 'min' },
-            axis: { labelLimit: 400 },
-          },
+          y: rankedLabels('contender'),
           x: { field: 'admitted', type: 'quantitative', title: 'admitted' },
           color: { field: 'role', type: 'nominal', scale: ROLE_COLORS, title: null },
         },
