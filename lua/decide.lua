@@ -24,7 +24,9 @@
 -- now): the same steps as the TypeScript models that the in-memory store runs (undo has no
 -- counterpart there: one process never splits a decision). Each also offers one(key, w, now,
 -- cost, peek, reply, n): a consume or peek of a single one-window target, the commonest decision,
--- with its numbers in locals. The counter algorithms get all of these from counter_module.lua.
+-- with its numbers in locals. The counter algorithms get all of these from counter_module.lua,
+-- which adds check and finish: a consume or peek of several targets or windows in two passes
+-- over one shared table (decide_checked below).
 
 --#include lib/numbers.lua
 --#include lib/reply.lua
@@ -77,8 +79,15 @@ local function header_of(text)
   end
   header = { operation = operation, cost = tonumber(cost), now = tonumber(now), specs = specs, keys = keys, width = width }
   local first = specs[1]
-  if keys == 1 and #first.windows == 1 and first.algorithm.one and (operation == 'consume' or operation == 'peek') then
-    header.one, header.window, header.peek = first.algorithm.one, first.windows[1], operation == 'peek'
+  local checks = operation == 'consume' or operation == 'peek'
+  header.peek = operation == 'peek'
+  if keys == 1 and #first.windows == 1 and first.algorithm.one and checks then
+    header.one, header.window = first.algorithm.one, first.windows[1]
+  elseif checks then
+    header.checked = true
+    for i = 1, keys do
+      header.checked = header.checked and specs[i].algorithm.check ~= nil
+    end
   end
   parsed_headers[text] = header
   return header
@@ -160,6 +169,31 @@ local function decide(header, key, reply, n)
   return n
 end
 
+-- A consume or peek of several targets or windows, all of whose algorithms offer check and
+-- finish (the counters): every target is read and checked, then charged if all fit, its entries
+-- kept in one table for the whole batch rather than a table per target per decision.
+local checked_state = {}
+local function decide_checked(header, key, reply, n)
+  local cost, now, specs = header.cost, now_of(header), header.specs
+  local allowed, base = true, 0
+  for i = 1, header.keys do
+    local spec = specs[i]
+    if not spec.algorithm.check(KEYS[key + i - 1], spec.windows, now, cost, checked_state, base) then
+      allowed = false
+    end
+    base = base + spec.algorithm.arity * #spec.windows
+  end
+  local charging = allowed and cost > 0 and not header.peek
+  reply[n + 1] = floor(now) * 2 + (allowed and 1 or 0)
+  n, base = n + 1, 0
+  for i = 1, header.keys do
+    local spec = specs[i]
+    n = spec.algorithm.finish(KEYS[key + i - 1], spec.windows, now, cost, charging, checked_state, base, reply, n)
+    base = base + spec.algorithm.arity * #spec.windows
+  end
+  return n
+end
+
 local reply, n, key, arg = {}, 0, 1, 1
 -- The decision being decided: kept outside so that its failure can be answered.
 local header
@@ -176,7 +210,11 @@ local function decide_from()
       length = header.one(KEYS[key], header.window, now_of(header), header.cost, header.peek, reply, n)
     end
     if not length then
-      length = decide(header, key, reply, n)
+      if header.checked then
+        length = decide_checked(header, key, reply, n)
+      else
+        length = decide(header, key, reply, n)
+      end
     end
     n, key, arg = length, key + header.keys, arg + 1
   end

@@ -17,49 +17,45 @@
 --                                    Lua calls per decision were a sixth of a fixed window's
 --                                    Redis time
 --
--- A key's state is one flat table: window k's entry at positions (k - 1) × arity + 1 onwards, k
--- being the window's place in its rule (its `slot`).
+-- A key's state is a run of a flat table from `base` on: window k's entry at base + (k - 1) ×
+-- arity + 1 onwards, k being the window's place in its rule (its `slot`). One table can so hold
+-- every target of a decision, one after another.
 
 local function counter_module(steps)
   local arity = steps.arity
-  local current, fits, remaining = steps.current, steps.fits, steps.remaining
-  local module = {}
+  local current, fits, remaining, charge = steps.current, steps.fits, steps.remaining, steps.charge
+  local module = { arity = arity }
 
+  local function put(state, i, a, b, c)
+    state[i + 1], state[i + 2] = a, b
+    if arity == 3 then
+      state[i + 3] = c
+    end
+  end
+
+  -- The general path's access to one window's entry of a state that starts at 1.
   local function entry(state, w)
-    local base = (w.slot - 1) * arity
+    local i = (w.slot - 1) * arity
     if arity == 2 then
-      return state[base + 1], state[base + 2]
+      return state[i + 1], state[i + 2]
     end
-    return state[base + 1], state[base + 2], state[base + 3]
+    return state[i + 1], state[i + 2], state[i + 3]
   end
 
-  local function put(state, w, a, b, c)
-    local base = (w.slot - 1) * arity
-    state[base + 1], state[base + 2] = a, b
-    if arity == 3 then
-      state[base + 3] = c
+  -- Reads the key's stored entries into `state` from `base` on; a window with none gets nils.
+  local function read(key, windows, state, base)
+    local count = #windows
+    for i = base + 1, base + count * arity do
+      state[i] = nil
     end
-  end
-
-  -- The text of one entry: its period, then its numbers in entry order.
-  local function entry_text(w, a, b, c)
-    local text = fmt(w.period) .. ' ' .. fmt(a) .. ' ' .. fmt(b)
-    if arity == 3 then
-      text = text .. ' ' .. fmt(c)
-    end
-    return text
-  end
-
-  function module.load(key, windows)
     local raw = redis.call('GET', key)
-    local state = {}
     if not raw then
-      return state
+      return
     end
     if not string.find(raw, ' ', 1, true) then
       local first = windows[1]
-      put(state, first, steps.from_compact(first, unpack_digits(raw, arity)))
-      return state
+      put(state, base, steps.from_compact(first, unpack_digits(raw, arity)))
+      return
     end
     -- Entries are found by period: a period the rule no longer has is dropped at the next write.
     -- A scan with plain finds: gmatch would build an iterator and a capture per number.
@@ -67,19 +63,66 @@ local function counter_module(steps)
     while at <= size do
       local stop = string.find(raw, ' ', at, true)
       local period = tonumber(string.sub(raw, at, stop - 1))
-      local values = {}
-      for j = 1, arity do
+      at = stop + 1
+      stop = string.find(raw, ' ', at, true)
+      local a = tonumber(string.sub(raw, at, stop - 1))
+      at = stop + 1
+      stop = string.find(raw, ' ', at, true) or size + 1
+      local b = tonumber(string.sub(raw, at, stop - 1))
+      local c
+      if arity == 3 then
         at = stop + 1
         stop = string.find(raw, ' ', at, true) or size + 1
-        values[j] = tonumber(string.sub(raw, at, stop - 1))
+        c = tonumber(string.sub(raw, at, stop - 1))
       end
       for k = 1, #windows do
         if windows[k].period == period then
-          put(state, windows[k], values[1], values[2], values[3])
+          put(state, base + (k - 1) * arity, a, b, c)
         end
       end
       at = stop + 1
     end
+  end
+
+  -- Writes the entries held from `base` on, with the latest of their expiries as the key's TTL:
+  -- compact for one window, else `period v1 v2 …` for each window that has an entry.
+  local function write(key, state, base, windows, now)
+    local latest, count = 0, #windows
+    for k = 1, count do
+      local i = base + (k - 1) * arity
+      if state[i + 1] ~= nil then
+        latest = max(latest, steps.expires(windows[k], state[i + 1], state[i + 2], state[i + 3]))
+      end
+    end
+    local ttl = latest - now
+    if ttl <= 0 then
+      redis.call('DEL', key)
+      return
+    end
+    local value
+    if count == 1 then
+      value = pack_digits(steps.to_compact(windows[1], state[base + 1], state[base + 2], state[base + 3]))
+    end
+    if not value then
+      value = ''
+      for k = 1, count do
+        local i = base + (k - 1) * arity
+        if state[i + 1] ~= nil then
+          local text = fmt(windows[k].period) .. ' ' .. fmt(state[i + 1]) .. ' ' .. fmt(state[i + 2])
+          if arity == 3 then
+            text = text .. ' ' .. fmt(state[i + 3])
+          end
+          value = value == '' and text or value .. ' ' .. text
+        end
+      end
+    end
+    -- Redis prints a number argument with '%.17g', exact for any integer a double holds.
+    redis.call('SET', key, value, 'PX', ttl)
+  end
+
+  function module.load(key, windows)
+    local state = {}
+    read(key, windows, state, 0)
     return state
   end
 
@@ -95,13 +138,13 @@ local function counter_module(steps)
   local function apply(step, state, windows, now, cost)
     for k = 1, #windows do
       local w = windows[k]
-      put(state, w, step(w, now, cost, current(w, now, entry(state, w))))
+      put(state, (w.slot - 1) * arity, step(w, now, cost, current(w, now, entry(state, w))))
     end
     return state
   end
 
   function module.charge(state, windows, now, cost)
-    return apply(steps.charge, state, windows, now, cost)
+    return apply(charge, state, windows, now, cost)
   end
 
   function module.refund(state, windows, now, cost)
@@ -112,41 +155,59 @@ local function counter_module(steps)
     for k = 1, #windows do
       local w = windows[k]
       if entry(state, w) ~= nil then
-        put(state, w, steps.undo(w, now, cost, entry(state, w)))
+        put(state, (w.slot - 1) * arity, steps.undo(w, now, cost, entry(state, w)))
       end
     end
     return state
   end
 
   function module.save(key, state, windows, now)
-    local latest = 0
+    write(key, state, 0, windows, now)
+  end
+
+  -- A consume or peek over several targets or windows, in two passes so that nothing is written
+  -- before every window of every target is known to fit (decide.lua). check reads a target into
+  -- `state` from `base` on, as of now, and says whether the cost fits all its windows; finish
+  -- charges it if `charging`, and appends its windows' reply. Entries are indexed directly and
+  -- made current once: through the interface above, a window took some twenty Lua calls.
+  function module.check(key, windows, now, cost, state, base)
+    read(key, windows, state, base)
+    local fit = true
     for k = 1, #windows do
-      local w = windows[k]
-      if entry(state, w) ~= nil then
-        latest = max(latest, steps.expires(w, entry(state, w)))
+      local w, i = windows[k], base + (k - 1) * arity
+      -- With an arity of 2, c is the next entry's first number, which two-number steps ignore.
+      local a, b, c = current(w, now, state[i + 1], state[i + 2], state[i + 3])
+      put(state, i, a, b, c)
+      if fit and fits(w, now, cost, a, b, c) ~= now then
+        fit = false
       end
     end
-    local ttl = latest - now
-    if ttl <= 0 then
-      redis.call('DEL', key)
-      return
-    end
-    local value
-    if #windows == 1 then
-      value = pack_digits(steps.to_compact(windows[1], entry(state, windows[1])))
-    end
-    if not value then
-      value = ''
-      for k = 1, #windows do
-        local w = windows[k]
-        if entry(state, w) ~= nil then
-          local text = entry_text(w, entry(state, w))
-          value = value == '' and text or value .. ' ' .. text
-        end
+    return fit
+  end
+
+  function module.finish(key, windows, now, cost, charging, state, base, reply, n)
+    for k = 1, #windows do
+      local w, i = windows[k], base + (k - 1) * arity
+      local a, b, c = state[i + 1], state[i + 2], state[i + 3]
+      if charging then
+        a, b, c = charge(w, now, cost, a, b, c)
+        put(state, i, a, b, c)
       end
+      local left, reset_at = remaining(w, now, a, b, c), now
+      if left < w.limit then
+        reset_at = fits(w, now, left + 1, a, b, c)
+      end
+      local fits_at = fits(w, now, cost, a, b, c)
+      if fits_at == NEVER then
+        fits_at = -1
+      end
+      reply[n + 1], reply[n + 2], reply[n + 3] = left, reset_at, fits_at
+      n = n + 3
     end
-    -- Redis prints a number argument with '%.17g', exact for any integer a double holds.
-    redis.call('SET', key, value, 'PX', ttl)
+    if charging then
+      write(key, state, base, windows, now)
+    end
+    return n
   end
 
   -- A key in the text form (a number too large to pack, or a rule edited since) goes the

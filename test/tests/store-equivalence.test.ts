@@ -30,11 +30,11 @@ describe('MemoryStore and RedisStore decide identically', () => {
         algorithm,
         windows: [
           { limit: 9, period: '2s' },
-          { limit: 25, period: '15s' },
+          { limit: 18, period: '15s' },
         ],
         parent: 'root',
       },
-      root: { algorithm, windows: [{ limit: 40, period: '30s' }] },
+      root: { algorithm, windows: [{ limit: 80, period: '30s' }] },
     }
     const limiters: Limiter[] = [
       createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
@@ -49,15 +49,20 @@ describe('MemoryStore and RedisStore decide identically', () => {
     ]
     const random = seededRandom(ALGORITHMS.indexOf(algorithm) + 1)
     let splitRefusals = 0
+    let longRefusals = 0
     for (let step = 0; step < 800; step++) {
-      const jump = random(60) === 0 ? 40_000 : random(300)
+      const jump = random(120) === 0 ? 40_000 : random(200)
       clock.advance(jump)
       const rule = random(4) === 0 ? 'root' : 'child'
       // user:42 comes far more often than either address, so its windows refuse while theirs have room.
       const ids = IDENTIFIERS.filter((_, k) => random(10) < (k === 1 ? 9 : 3))
       if (ids.length === 0) ids.push(IDENTIFIERS[random(3)] as string)
       const cost = random(10) === 0 ? 0 : 1 + random(4)
-      const operation = (['consume', 'consume', 'consume', 'peek', 'refund', 'reset'] as const)[random(6)] ?? 'peek'
+      // Resets are rare enough that the 15 s window fills.
+      const operation =
+        random(40) === 0
+          ? 'reset'
+          : ((['consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(5)] ?? 'peek')
       if (operation === 'reset') {
         await Promise.all(limiters.map((limiter) => limiter.reset(rule, ids)))
         continue
@@ -69,7 +74,10 @@ describe('MemoryStore and RedisStore decide identically', () => {
       expect(redis, what).toEqual(local)
       expect(split, `${what}, split by slot`).toEqual(local)
       if (operation === 'consume' && !local.allowed && local.windows.some((w) => !w.failed)) splitRefusals++
+      if (local.windows.some((w) => w.failed && w.periodMs === 15_000)) longRefusals++
     }
+    // The 15 s window refuses on its own too, not only behind the 2 s one.
+    expect(longRefusals).toBeGreaterThan(20)
     // Refusals where some identifier's slot had room, and so was charged, then undone.
     expect(splitRefusals).toBeGreaterThan(5)
     await Promise.all(limiters.map((limiter) => limiter.close()))
