@@ -158,12 +158,7 @@ local function decide(header, key, reply, n)
       if remaining < w.limit then
         reset_at = fits_at(state, w, now, remaining + 1)
       end
-      local fits = fits_at(state, w, now, cost)
-      if fits == NEVER then
-        fits = -1
-      end
-      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits
-      n = n + 3
+      n = append_window(reply, n, remaining, reset_at, fits_at(state, w, now, cost))
     end
   end
   return n

@@ -197,12 +197,7 @@ local function counter_module(steps)
       if left < w.limit then
         reset_at = fits(w, now, left + 1, a, b, c)
       end
-      local fits_at = fits(w, now, cost, a, b, c)
-      if fits_at == NEVER then
-        fits_at = -1
-      end
-      reply[n + 1], reply[n + 2], reply[n + 3] = left, reset_at, fits_at
-      n = n + 3
+      n = append_window(reply, n, left, reset_at, fits(w, now, cost, a, b, c))
     end
     if charging then
       write(key, state, base, windows, now)

@@ -8,3 +8,14 @@ local function append_one(reply, n, allowed, now, remaining, reset_at, fits_at)
   reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = floor(now) * 2 + (allowed and 1 or 0), remaining, reset_at, fits_at
   return n + 4
 end
+
+-- One window's part of a reply, as decide.lua answers it for decisions of several targets or
+-- windows: remaining, reset_at and fits_at, -1 when the cost can never fit. append_one keeps
+-- its own copy of this: it is the hottest path, and a call per decision shows there.
+local function append_window(reply, n, remaining, reset_at, fits_at)
+  if fits_at == NEVER then
+    fits_at = -1
+  end
+  reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
+  return n + 3
+end

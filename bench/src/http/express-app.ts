@@ -1,10 +1,9 @@
-import { MemoryStore, RedisStore } from '@tollgate/core'
 import { rateLimit as tollgate } from '@tollgate/express'
 import express, { type RequestHandler } from 'express'
 import { rateLimit } from 'express-rate-limit'
 import type { Redis } from 'ioredis'
 import { RedisStore as RateLimitRedis, type RedisReply } from 'rate-limit-redis'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateRule, type Variant } from './variants.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateOptions, type Variant } from './variants.js'
 
 async function limiterOf(variant: Variant, client: Redis | undefined): Promise<RequestHandler | undefined> {
   switch (variant) {
@@ -21,10 +20,9 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<R
         }),
       })
     case 'tollgate-memory':
-      return tollgate({ ...tollgateRule(variant), store: new MemoryStore() })
     case 'tollgate-redis':
     case 'tollgate-redis-sliding-log':
-      return tollgate({ ...tollgateRule(variant), store: new RedisStore({ client: client! }) })
+      return tollgate(tollgateOptions(variant, client))
     case 'ceiling': {
       const check = await ceilingCheck(client!)
       return (req, res, next) => {

@@ -1,9 +1,8 @@
 import { createRequire } from 'node:module'
-import { MemoryStore, RedisStore } from '@tollgate/core'
 import { tollgate } from '@tollgate/fastify'
 import Fastify, { type FastifyPluginAsync } from 'fastify'
 import type { Redis } from 'ioredis'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateRule, type Variant } from './variants.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateOptions, type Variant } from './variants.js'
 
 // Loaded without its types: they and @tollgate/fastify's both declare FastifyContextConfig's
 // `rateLimit`, differently, so one program cannot typecheck with both (no app has both).
@@ -25,11 +24,9 @@ export async function startFastify(variant: Variant, client: Redis | undefined):
       await app.register(fastifyRateLimit, { max: HTTP_LIMIT, timeWindow: HTTP_PERIOD_MS, redis: client })
       break
     case 'tollgate-memory':
-      await app.register(tollgate, { ...tollgateRule(variant), store: new MemoryStore() })
-      break
     case 'tollgate-redis':
     case 'tollgate-redis-sliding-log':
-      await app.register(tollgate, { ...tollgateRule(variant), store: new RedisStore({ client: client! }) })
+      await app.register(tollgate, tollgateOptions(variant, client))
       break
     case 'ceiling': {
       const check = await ceilingCheck(client!)

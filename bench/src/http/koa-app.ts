@@ -1,9 +1,8 @@
-import { MemoryStore, RedisStore } from '@tollgate/core'
 import { rateLimit as tollgate } from '@tollgate/koa'
 import type { Redis } from 'ioredis'
 import Koa, { type Middleware } from 'koa'
 import ratelimit from 'koa-ratelimit'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateRule, type Variant } from './variants.js'
+import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateOptions, type Variant } from './variants.js'
 
 async function limiterOf(variant: Variant, client: Redis | undefined): Promise<Middleware | undefined> {
   switch (variant) {
@@ -20,10 +19,9 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<M
         max: HTTP_LIMIT,
       })
     case 'tollgate-memory':
-      return tollgate({ ...tollgateRule(variant), store: new MemoryStore() })
     case 'tollgate-redis':
     case 'tollgate-redis-sliding-log':
-      return tollgate({ ...tollgateRule(variant), store: new RedisStore({ client: client! }) })
+      return tollgate(tollgateOptions(variant, client))
     case 'ceiling': {
       const check = await ceilingCheck(client!)
       return async (ctx, next) => {

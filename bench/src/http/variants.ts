@@ -1,3 +1,4 @@
+import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
 import type { Redis } from 'ioredis'
 import { CEILING_LUA } from '../contenders/raw-evalsha.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
@@ -63,16 +64,24 @@ export function usesRedis(variant: Variant): boolean {
   )
 }
 
-/** Tollgate's options for a variant, less the store: one window, the algorithm the variant names. */
-export function tollgateRule(variant: Variant): {
+/**
+ * Tollgate's options for a variant: one window of the algorithm the variant names, on the
+ * MemoryStore or on a RedisStore over `client`.
+ */
+export function tollgateOptions(
+  variant: Variant,
+  client: Redis | undefined,
+): {
   windows: Array<{ limit: number; period: number }>
   algorithm: 'fixed-window' | 'sliding-log'
   storeTimeoutMs: number
+  store: Store
 } {
   return {
     windows: [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }],
     algorithm: variant === 'tollgate-redis-sliding-log' ? 'sliding-log' : 'fixed-window',
     storeTimeoutMs: STORE_TIMEOUT_MS,
+    store: variant === 'tollgate-memory' ? new MemoryStore() : new RedisStore({ client: client! }),
   }
 }
 
