@@ -172,8 +172,8 @@ try {
   // Throughput, each for DURATION_MS.
   const onOneMaster = await identifiersServedBy(admins[0] as Redis, 'one:')
   const tight = limiterOn(client, 'undo:')
-  // Every user has spent its 1 per hour: each decision below is refused on the user's slot and
-  // undone on the address's slot.
+  // Every user has spent its 1 per hour: each decision below is refused on the user's slot, and
+  // the address's slot is undone (when its slot is the lower, charged first) or peeked at.
   await drive(tight, admins, 'tight', (i) => [users[i] as string], users.length)
   const standaloneLimiter = limiterOn(standalone, 'alone:')
   await drive(standaloneLimiter, [standalone], 'api', (i) => [`ip:192.0.2.${i}`], 64)
@@ -192,7 +192,7 @@ try {
       await drive(spread, admins, 'api', (i) => [ips[i % IDENTIFIERS] as string, users[i % users.length] as string]),
     ],
     [
-      'Cluster, 2 identifiers in 2 slots, refused by one (undo)',
+      'Cluster, 2 identifiers in 2 slots, refused by one (undo or peek)',
       await drive(tight, admins, 'tight', (i) => [ips[i % IDENTIFIERS] as string, users[i % users.length] as string]),
     ],
     [

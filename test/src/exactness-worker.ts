@@ -1,11 +1,12 @@
-// One of several processes racing for one key. Started with `<redis URL | cluster:host:port,…>
-// <perProcess>`; reads lines `<algorithm> <prefix> <nowMs|server>` from stdin, fires its share of
-// concurrent consumes, and prints how many were admitted.
+// One of several processes racing for the same keys. Started with `<redis URL | cluster:host:port,…>`;
+// reads one ExactnessRound per line (JSON) from stdin, fires its consumes all at once, and prints
+// an ExactnessResult line.
 import { createInterface } from 'node:readline'
-import { type AlgorithmName, createLimiter, RedisStore } from '@tollgate/core'
+import { createLimiter, RedisStore } from '@tollgate/core'
 import { Cluster, Redis } from 'ioredis'
+import type { ExactnessResult, ExactnessRound } from './exactness-round.js'
 
-const [target, perProcess] = process.argv.slice(2) as [string, string]
+const [target] = process.argv.slice(2) as [string]
 const client = target.startsWith('cluster:')
   ? new Cluster(
       target
@@ -19,20 +20,27 @@ const client = target.startsWith('cluster:')
   : new Redis(target)
 
 for await (const line of createInterface({ input: process.stdin })) {
-  const [algorithm, prefix, time] = line.split(' ') as [AlgorithmName, string, string]
-  const clock = time === 'server' ? undefined : () => Number(time)
+  const { algorithm, prefix, now, limit, decisions, identifiers } = JSON.parse(line) as ExactnessRound
   const limiter = createLimiter({
-    store: new RedisStore({ client, prefix, ...(clock ? { clock } : {}) }),
-    rules: { hot: { algorithm, windows: [{ limit: 1000, period: '1h' }] } },
-    // 2,000 decisions queue up at once here; the subject is atomicity, not the wait's bound.
+    store: new RedisStore({ client, prefix, ...(now === 'server' ? {} : { clock: () => now }) }),
+    rules: { hot: { algorithm, windows: [{ limit, period: '1h' }] } },
+    // Thousands of decisions queue up at once here; the subject is atomicity, not the wait's bound.
     storeTimeoutMs: 30_000,
     onStoreError: 'deny',
   })
-  const decisions = await Promise.all(
-    Array.from({ length: Number(perProcess) }, () => limiter.consume('hot', 'ip:203.0.113.7')),
+  const made = await Promise.all(
+    Array.from({ length: decisions }, (_, i) =>
+      limiter.consume('hot', identifiers[i % identifiers.length] as readonly string[]),
+    ),
   )
-  const admitted = decisions.filter((d) => d.reason === 'ok').length
-  const failed = decisions.filter((d) => d.reason === 'store-error-denied').length
-  process.stdout.write(`${JSON.stringify({ admitted, failed })}\n`)
+  const admittedPerSet = identifiers.map(
+    (_, set) => made.filter((decision, i) => i % identifiers.length === set && decision.reason === 'ok').length,
+  )
+  const result: ExactnessResult = {
+    admitted: admittedPerSet.reduce((sum, n) => sum + n, 0),
+    admittedPerSet,
+    failed: made.filter((d) => d.reason === 'store-error-denied').length,
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`)
 }
 client.disconnect()

@@ -4,6 +4,7 @@ import { ALGORITHMS, type AlgorithmName, createLimiter, type DecisionReason, Red
 import calculateSlot from 'cluster-key-slot'
 import { type Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { ExactnessResult, ExactnessRound } from '../src/exactness-round.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { pollUntil } from '../src/poll.js'
 import {
@@ -30,13 +31,17 @@ describe('RedisStore at scale on a 3-master Cluster', () => {
     client = clusterClient(cluster)
     await waitReady(client)
     const startupNodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`).join(',')
-    pool = new WorkerPool(worker, [`cluster:${startupNodes}`, '500'], 4)
+    pool = new WorkerPool(worker, [`cluster:${startupNodes}`], 4)
   }, 60_000)
   afterAll(async () => {
     await pool?.close()
     await client?.quit()
     await cluster?.stop()
   })
+
+  const race = (round: ExactnessRound) => pool.broadcast<ExactnessResult>(JSON.stringify(round))
+  // A fixed clock for the racing processes: windows stand still while they race.
+  const NOW = 1_700_000_000_000
 
   /** Runs `fn` on a direct connection to one node, for what a Cluster client cannot ask: one node's keys. */
   async function onNode<T>(node: SpawnedRedis, fn: (direct: Redis) => Promise<T>): Promise<T> {
@@ -167,7 +172,14 @@ describe('RedisStore at scale on a 3-master Cluster', () => {
     '%s admits exactly 1000 of 4 processes × 500 concurrent consumes',
     async (algorithm) => {
       const prefix = `exact:${algorithm}:`
-      const results = await pool.broadcast<{ admitted: number; failed: number }>(`${algorithm} ${prefix} 1700000000000`)
+      const results = await race({
+        algorithm,
+        prefix,
+        now: NOW,
+        limit: 1000,
+        decisions: 500,
+        identifiers: [['ip:203.0.113.7']],
+      })
       expect(results.reduce((sum, r) => sum + r.failed, 0)).toBe(0)
       expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(1000)
       const keys = (await keysPerMaster(prefix)).flatMap((master) => master.keys)
@@ -175,6 +187,106 @@ describe('RedisStore at scale on a 3-master Cluster', () => {
       expect(keys[0]?.ttlMs).toBeGreaterThan(0)
     },
     15_000,
+  )
+
+  /** A limiter on the rule the exactness workers decide on, to prepare and inspect their keys. */
+  function hotLimiter(prefix: string, algorithm: AlgorithmName, limit: number) {
+    const store = new RedisStore({ client, prefix, clock: () => NOW })
+    const limiter = createLimiter({
+      store,
+      rules: { hot: { algorithm, windows: [{ limit, period: '1h' }] } },
+      onStoreError: 'deny',
+    })
+    const slotOf = (identifier: string) =>
+      calculateSlot(store.keyOf({ rule: 'hot', algorithm, windows: [], identifier }))
+    const remaining = async (identifier: string) => (await limiter.peek('hot', identifier)).windows[0]?.remaining
+    return { limiter, slotOf, remaining }
+  }
+
+  /** The first `count` of `<kind>:1`, `<kind>:2`… that satisfy `accept`. */
+  function identifiersWhere(kind: string, count: number, accept: (identifier: string) => boolean): string[] {
+    const found: string[] = []
+    for (let n = 1; n <= 10_000 && found.length < count; n++) {
+      if (accept(`${kind}:${n}`)) found.push(`${kind}:${n}`)
+    }
+    if (found.length < count) throw new Error(`fewer than ${count} of ${kind}:1…10000 qualify`)
+    return found
+  }
+
+  // Regression: every slot was charged at once and a refused decision's charges undone a round
+  // trip later; meanwhile other decisions were refused on units those charges held, and 4 × 250
+  // consumes of one pair under a limit of 500 admitted 372.
+  it.each(ALGORITHMS)(
+    '%s admits exactly 500 of 4 processes × 250 concurrent consumes of one ip + user pair in two slots',
+    async (algorithm) => {
+      const prefix = `pair:${algorithm}:`
+      const { limiter, slotOf, remaining } = hotLimiter(prefix, algorithm, 500)
+      const ip = 'ip:203.0.113.7'
+      const [user] = identifiersWhere('user', 1, (id) => slotOf(id) !== slotOf(ip)) as [string]
+      const results = await race({ algorithm, prefix, now: NOW, limit: 500, decisions: 250, identifiers: [[ip, user]] })
+      expect(results.reduce((sum, r) => sum + r.failed, 0)).toBe(0)
+      expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(500)
+      // Each slot holds exactly the admitted charges: every refusal's charge was undone.
+      expect([await remaining(ip), await remaining(user)]).toEqual([0, 0])
+      await limiter.close()
+    },
+    15_000,
+  )
+
+  // Decisions that share one identifier but not the other: 4 processes × 500 consumes, half for
+  // [ip, user:X], half for [ip, user:Y], limit 500, so the ip binds. Units a decision holds on a
+  // lower slot until a higher slot refuses it can refuse decisions that share only the lower
+  // slot's identifier. That needs a refusal on a higher slot: none when the ip's slot is the
+  // highest (its charges are final, and the users' refusals hold nothing), nor when no user
+  // limit binds; only there is the count exact.
+  it.for([
+    { ipSlot: 'lowest', spentByX: 0, exact: true, title: 'ip in the lowest slot, no user limit binds' },
+    { ipSlot: 'highest', spentByX: 0, exact: true, title: 'ip in the highest slot, no user limit binds' },
+    { ipSlot: 'lowest', spentByX: 400, exact: false, title: 'ip in the lowest slot, user:X nearly spent' },
+    { ipSlot: 'highest', spentByX: 400, exact: true, title: 'ip in the highest slot, user:X nearly spent' },
+  ] as const)(
+    'admits at most the limit to decisions sharing only the ip ($title)',
+    { timeout: 15_000 },
+    async ({ ipSlot, spentByX, exact }, { annotate }) => {
+      const algorithm = 'sliding-log'
+      const limit = 500
+      const prefix = `share:${ipSlot}:${spentByX}:`
+      const { limiter, slotOf, remaining } = hotLimiter(prefix, algorithm, limit)
+      const [ip] = identifiersWhere('ip', 1, (id) => slotOf(id) > 4_000 && slotOf(id) < 12_000) as [string]
+      const [x, y] = identifiersWhere('user', 2, (id) =>
+        ipSlot === 'lowest' ? slotOf(id) > slotOf(ip) : slotOf(id) < slotOf(ip),
+      ) as [string, string]
+      if (spentByX > 0) expect((await limiter.consume('hot', x, { cost: spentByX })).reason).toBe('ok')
+      const results = await race({
+        algorithm,
+        prefix,
+        now: NOW,
+        limit,
+        decisions: 500,
+        identifiers: [
+          [ip, x],
+          [ip, y],
+        ],
+      })
+      const admitted = results.reduce((sum, r) => sum + r.admitted, 0)
+      const [forX = 0, forY = 0] = [0, 1].map((set) =>
+        results.reduce((sum, r) => sum + (r.admittedPerSet[set] ?? 0), 0),
+      )
+      await annotate(
+        `ip slot ${ipSlot}, user:X spent ${spentByX}: admitted ${admitted} of ${limit} (X ${forX}, Y ${forY})`,
+      )
+      expect(results.reduce((sum, r) => sum + r.failed, 0)).toBe(0)
+      if (exact) expect(admitted).toBe(limit)
+      else expect(admitted).toBeLessThanOrEqual(limit)
+      expect(forX).toBeLessThanOrEqual(limit - spentByX)
+      // Whatever was refused, every charge still held is an admitted decision's.
+      expect([await remaining(ip), await remaining(x), await remaining(y)]).toEqual([
+        limit - admitted,
+        limit - spentByX - forX,
+        limit - forY,
+      ])
+      await limiter.close()
+    },
   )
 
   it('loses and doubles no charge while the hot slot migrates under load', async ({ annotate }) => {

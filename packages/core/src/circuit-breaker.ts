@@ -18,7 +18,9 @@ export interface BreakerChange {
 
 export interface CircuitBreakerOptions {
   /**
-   * Consecutive store failures (errors or timeouts) that open the breaker.
+   * Consecutive store failures (errors or timeouts) that open the breaker. A failure its store
+   * marks as one decision's own (`storeDown: false`, e.g. a key of the wrong type) is not
+   * counted and does not break the run either.
    * @default 3
    */
   failureThreshold?: number
@@ -85,6 +87,14 @@ export class CircuitBreaker {
     this.failures = 0
     this.probing = false
     if (this.state !== 'closed') this.move('closed')
+  }
+
+  /**
+   * A call that ended in a way that says nothing of the store's health (one decision's own
+   * failure): the count of failures stays as it was, and a probe's turn passes to the next call.
+   */
+  inconclusive(): void {
+    this.probing = false
   }
 
   failure(error: Error): void {

@@ -8,13 +8,28 @@
  */
 export type TollgateErrorCode = 'TG_CONFIG' | 'TG_UNKNOWN_RULE' | 'TG_INVALID_ARGUMENT' | 'TG_CLOSED' | 'TG_STORE'
 
+export interface TollgateErrorOptions extends ErrorOptions {
+  /**
+   * For a `TG_STORE` error: `true` when it says the store itself is failing (unreachable, too
+   * slow, out of memory, read-only…), `false` when only this decision failed while the store
+   * works (a key holding the wrong type or unreadable state). The circuit breaker counts only the
+   * first kind; a store's own failures that are not marked `false` count.
+   * @default undefined (counted as the store failing)
+   * @example new TollgateError('TG_STORE', `state of ${key} is unreadable`, { storeDown: false })
+   */
+  storeDown?: boolean
+}
+
 export class TollgateError extends Error {
   readonly code: TollgateErrorCode
+  /** See TollgateErrorOptions.storeDown. */
+  readonly storeDown?: boolean
 
-  constructor(code: TollgateErrorCode, message: string, options?: ErrorOptions) {
+  constructor(code: TollgateErrorCode, message: string, options?: TollgateErrorOptions) {
     super(message, options)
     this.name = 'TollgateError'
     this.code = code
+    if (options?.storeDown !== undefined) this.storeDown = options.storeDown
   }
 }
 

@@ -2,7 +2,7 @@ export type { BreakerChange, BreakerState, CircuitBreakerOptions } from './circu
 export type { Clock } from './clock.js'
 export type { Decision, DecisionReason, WindowState } from './decision.js'
 export { parseDuration } from './duration.js'
-export type { TollgateErrorCode } from './errors.js'
+export type { TollgateErrorCode, TollgateErrorOptions } from './errors.js'
 export { TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
 export { byIpAndUser } from './http/by-ip-and-user.js'
 export type { HeaderOptions, HeadersFormat, QuotaUnit } from './http/headers.js'

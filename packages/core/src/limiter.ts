@@ -14,6 +14,7 @@ import {
 import {
   asStoreError,
   callStore,
+  isStoreDown,
   type StoreErrorPolicy,
   StoreWait,
   storeErrorPolicyOf,
@@ -58,13 +59,18 @@ export interface LimiterOptions {
   /**
    * After `failureThreshold` consecutive store failures, decisions stop waiting for the store
    * and take the failure policy at once; every `probeAfterMs` one decision probes the store, and
-   * its answer closes the breaker again. State changes are emitted as `breaker` events.
+   * its answer closes the breaker again. State changes are emitted as `breaker` events. A
+   * failure of one decision alone (`error.storeDown === false`, such as a key of the wrong type)
+   * takes its policy but neither counts toward the breaker nor resets its count.
    * @default { failureThreshold: 3, probeAfterMs: 500 }
    */
   breaker?: CircuitBreakerOptions
 }
 
-/** Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store failure. */
+/**
+ * Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store
+ * failure (its `storeDown` false when only that decision failed, on a broken key say).
+ */
 export interface LimiterEvents {
   breaker: [change: BreakerChange]
   'store-error': [error: TollgateError]
@@ -173,6 +179,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   let localStore: MemoryStore | undefined
   const evaluateSync = store.evaluateSync?.bind(store)
   const evaluateInto = store.evaluateInto?.bind(store)
+  const recentError = store.recentError?.bind(store)
 
   function dropLocalStore() {
     void localStore?.close()
@@ -195,21 +202,21 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   /** The store's answer, unless it fails, times out, or the breaker is open: then the failure. */
   function guarded<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (answer: T) => void): Promise<T> {
-    if (!breaker.tryAcquire()) {
-      return Promise.reject(new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open'))
-    }
+    if (!breaker.tryAcquire()) return Promise.reject(breakerOpenError())
     return callStore(call, timeoutMs, onLateAnswer).then(
       (answer) => {
         breaker.success()
         return answer
       },
       (cause: unknown) => {
-        const error = asStoreError(cause)
-        breaker.failure(error)
-        events.emit('store-error', error)
-        throw error
+        throw storeFailed(cause)
       },
     )
+  }
+
+  function breakerOpenError(): TollgateError {
+    const open = new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
+    return asStoreError(open, recentError?.())
   }
 
   function decide(operation: StoreOperation, ruleName: string, identifiers: unknown, options: unknown) {
@@ -240,10 +247,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return decideOnStore(plan)
   }
 
-  /** A store failure, counted by the breaker and reported. */
+  /** A store failure, reported, and counted by the breaker unless it was one decision's own. */
   function storeFailed(cause: unknown): TollgateError {
-    const error = asStoreError(cause)
-    breaker.failure(error)
+    const error = asStoreError(cause, recentError?.())
+    if (isStoreDown(error)) breaker.failure(error)
+    else breaker.inconclusive()
     events.emit('store-error', error)
     return error
   }
@@ -313,7 +321,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   function decideOnStore(plan: Plan): Promise<Decision> {
     const { request } = plan
     if (!breaker.tryAcquire()) {
-      const error = new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
+      const error = breakerOpenError()
       return request.operation === 'refund' ? Promise.reject(error) : settleFailure(plan, error)
     }
     inFlight++

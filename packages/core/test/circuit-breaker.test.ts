@@ -1,6 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { type BreakerChange, CircuitBreaker } from '../src/circuit-breaker.js'
-import { createLimiter, MemoryStore, type Store, type StoreRequest, TollgateConfigError } from '../src/index.js'
+import {
+  createLimiter,
+  MemoryStore,
+  type Store,
+  type StoreRequest,
+  TollgateConfigError,
+  TollgateError,
+} from '../src/index.js'
 
 describe('CircuitBreaker', () => {
   let now = 0
@@ -56,6 +63,23 @@ describe('CircuitBreaker', () => {
     ])
   })
 
+  it('neither counts nor resets on an inconclusive call, and hands a probe on to the next call', () => {
+    const breaker = make({ failureThreshold: 2, probeAfterMs: 500 })
+    breaker.failure(new Error('1'))
+    breaker.inconclusive()
+    expect(breaker.current).toBe('closed')
+    breaker.failure(new Error('2'))
+    expect(breaker.current).toBe('open')
+    now = 500
+    expect(breaker.tryAcquire()).toBe(true)
+    breaker.inconclusive()
+    expect(breaker.current).toBe('half-open')
+    expect(breaker.tryAcquire()).toBe(true)
+    expect(breaker.tryAcquire()).toBe(false)
+    breaker.success()
+    expect(breaker.current).toBe('closed')
+  })
+
   it.each([
     [{ failureThreshold: 0 }, 'failureThreshold must be an integer from 1 to 1000, got 0'],
     [{ probeAfterMs: 1.5 }, 'probeAfterMs must be an integer from 1 to 60000, got 1.5'],
@@ -66,14 +90,24 @@ describe('CircuitBreaker', () => {
   })
 })
 
-/** A store that fails while `down` is set: a real failing dependency, not a stand-in for Redis. */
+/**
+ * A store that fails while `down` is set, and fails the decisions of identifiers in `broken` on
+ * their own: a real failing dependency, not a stand-in for Redis.
+ */
 class SwitchableStore implements Store {
   down = false
   calls = 0
+  readonly broken = new Set<string>()
   private readonly inner = new MemoryStore({ clock: () => 1_700_000_000_000, sweepIntervalMs: 0 })
   evaluate(request: StoreRequest) {
     this.calls++
-    return this.down ? Promise.reject(new Error('connection refused')) : this.inner.evaluate(request)
+    if (this.down) return Promise.reject(new Error('connection refused'))
+    const broken = request.targets.find((target) => this.broken.has(target.identifier))
+    if (broken) {
+      const error = new TollgateError('TG_STORE', `state of ${broken.identifier} is unreadable`, { storeDown: false })
+      return Promise.reject(error)
+    }
+    return this.inner.evaluate(request)
   }
   reset() {
     return Promise.resolve()
@@ -113,6 +147,39 @@ describe('a limiter whose store fails', () => {
     expect(limiter.breakerState).toBe('closed')
     expect(changes).toEqual(['open', 'half-open', 'closed'])
     expect(errors).toEqual(['TG_STORE', 'TG_STORE'])
+    await limiter.close()
+  })
+
+  // Regression: one identifier's unreadable state failed its decisions, and after three of them
+  // the breaker opened for every identifier.
+  it("counts no failure its store marks as the decision's own, and resets no count for it", async () => {
+    const store = new SwitchableStore()
+    store.broken.add('broken')
+    const limiter = createLimiter({ store, rules, breaker: { failureThreshold: 3 } })
+    const changes: string[] = []
+    limiter.on('breaker', (change) => changes.push(change.state))
+    const errors: Array<boolean | undefined> = []
+    limiter.on('store-error', (error) => errors.push(error.storeDown))
+    for (let i = 0; i < 10; i++) {
+      expect(await limiter.consume('login', 'broken')).toMatchObject({
+        reason: 'store-error-denied',
+        error: { storeDown: false, message: 'state of broken is unreadable' },
+      })
+    }
+    expect((await limiter.consume('api', 'a')).reason).toBe('ok')
+    expect(limiter.breakerState).toBe('closed')
+    // Two outage failures, a decision's own between them and the third: the breaker opens.
+    store.down = true
+    await limiter.consume('api', 'a')
+    await limiter.consume('api', 'a')
+    store.down = false
+    await limiter.consume('api', 'broken')
+    expect(limiter.breakerState).toBe('closed')
+    store.down = true
+    await limiter.consume('api', 'a')
+    expect(limiter.breakerState).toBe('open')
+    expect(changes).toEqual(['open'])
+    expect(errors).toEqual([...Array(10).fill(false), undefined, undefined, false, undefined])
     await limiter.close()
   })
 

@@ -239,6 +239,38 @@ describe('a store that does not answer', () => {
     expect(decision.error?.message).toBe('the store did not answer within 100 ms')
   })
 
+  // Regression: a decision that timed out said only that, though the store's connection had
+  // just been refused with NOAUTH.
+  it('names what the store last said, as the message and the cause', async () => {
+    vi.useFakeTimers()
+    const { store } = silentStore()
+    const noauth = new Error('NOAUTH Authentication required.')
+    let recent: Error | undefined = noauth
+    const limiter = limiterOver({ ...store, recentError: () => recent }, { storeTimeoutMs: 20 })
+    const decision = await settlesWithin(limiter.consume('api', IP), 20)
+    expect(decision.error).toMatchObject({
+      code: 'TG_STORE',
+      message: 'the store did not answer within 20 ms; the store last said: NOAUTH Authentication required.',
+      cause: noauth,
+    })
+    recent = undefined
+    const later = await settlesWithin(limiter.consume('api', IP), 20)
+    expect(later.error?.message).toBe('the store did not answer within 20 ms')
+    expect(later.error?.cause).toBeUndefined()
+  })
+
+  it('adds what the store last said to a failure that does not say it, keeping its cause', async () => {
+    const lost = new Error('Connection is closed.')
+    const limiter = limiterOver({ ...rejectingStore(lost), recentError: () => new Error('LOADING Redis is loading') })
+    expect((await limiter.consume('api', IP)).error).toMatchObject({
+      message: 'the store failed: Connection is closed.; the store last said: LOADING Redis is loading',
+      cause: lost,
+    })
+    const loading = new Error('LOADING Redis is loading')
+    const same = limiterOver({ ...rejectingStore(loading), recentError: () => new Error(loading.message) })
+    expect((await same.consume('api', IP)).error?.message).toBe('the store failed: LOADING Redis is loading')
+  })
+
   it('refund and reset reject with TG_STORE after the bound', async () => {
     vi.useFakeTimers()
     const { store } = silentStore()

@@ -193,6 +193,8 @@ function sharedStore(store: Store): Store {
   if (evaluateSync) shared.evaluateSync = evaluateSync
   const evaluateInto = store.evaluateInto?.bind(store)
   if (evaluateInto) shared.evaluateInto = evaluateInto
+  const recentError = store.recentError?.bind(store)
+  if (recentError) shared.recentError = recentError
   return shared
 }
 

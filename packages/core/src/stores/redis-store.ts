@@ -6,6 +6,7 @@ import type { AlgorithmName, Window } from '../rules.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
+import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import type {
   Store,
   StoreOperation,
@@ -24,10 +25,18 @@ import type {
 export interface RedisClientLike {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
   unlink(...keys: string[]): Promise<number>
+  /** How the store hears what Redis said to the client; without `on` and `off` it does not listen. */
+  on?(event: 'error' | 'node error', listener: (error: Error) => void): unknown
+  off?(event: 'error' | 'node error', listener: (error: Error) => void): unknown
 }
 
 export interface RedisStoreOptions {
-  /** An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`. The store never closes it. */
+  /**
+   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`. The store
+   * never closes it. It listens to the client's `error` (and `node error`) events until
+   * `close()`, so that a decision that times out can say what Redis last said (a refused AUTH,
+   * say); ioredis then no longer prints those errors itself, so listen to them too if you log them.
+   */
   client: RedisClientLike
   /**
    * Prepended to every key. Must not contain `{` or `}` (Cluster hash tags).
@@ -52,6 +61,27 @@ const ALGORITHM_CODE: Readonly<Record<AlgorithmName, string>> = {
 }
 
 const OPTION_KEYS = new Set(['client', 'prefix', 'clock'])
+
+/**
+ * Redis error codes that say the server refuses everyone right now, whichever keys are asked
+ * (out of memory, read-only, not authenticated, loading, a Cluster without a quorum…). Met by one
+ * decision inside the script, such an error is still the store's failure; any other error met
+ * there (WRONGTYPE, a state the script cannot read) is that decision's own.
+ */
+const SERVER_DOWN_CODES = new Set([
+  'OOM',
+  'READONLY',
+  'MISCONF',
+  'NOREPLICAS',
+  'MASTERDOWN',
+  'LOADING',
+  'BUSY',
+  'NOAUTH',
+  'WRONGPASS',
+  'NOPERM',
+  'CLUSTERDOWN',
+  'TRYAGAIN',
+])
 const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
 
 type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
@@ -81,15 +111,19 @@ interface QueuedRun {
  * decisions a process makes in the same turn of its event loop travel together, as one EVALSHA of at most
  * MAX_BATCH decisions (per slot on a Cluster): one socket write and one script call for all of
  * them, each still decided atomically on its own, in call order, and one failing on a bad key
- * fails alone. A lone decision is sent at the end of the turn, never held for a timer.
+ * fails alone (its error has `storeDown: false`, so the limiter's circuit breaker ignores it).
+ * A lone decision is sent at the end of the turn, never held for a timer.
  *
  * On a Cluster, an identifier's keys share its hash tag, so a decision for one identifier is one
- * script on one slot. A decision whose identifiers hash to several slots runs as one script per
- * slot, all sent at once; if any slot refuses, the slots that charged are sent an exact `undo`
- * of that charge. Each slot checks and charges atomically, so nothing is ever over-admitted;
- * the price is that a refused decision holds its units on the other slots for one more round
- * trip (concurrent decisions may see less room meanwhile), and holds them until they expire if
- * the process dies in between.
+ * script on one slot. A consume whose identifiers hash to several slots charges them one after
+ * another in ascending slot order, each atomically; at the first slot that refuses it stops,
+ * undoes the charges of the slots before it, and peeks at the slots after it for their windows.
+ * A slot thus only sees consumes that every lower slot admitted, and concurrent consumes of the
+ * same identifiers are admitted exactly up to the limit. The price is a round trip per extra
+ * slot, and units left charged until they expire if the process dies between a charge and its
+ * undo. Decisions that share only some identifiers can still be refused on units held for one
+ * that a later slot then refuses (see docs/production.md). A peek or a refund asks every slot
+ * at once.
  */
 export class RedisStore implements Store {
   private readonly client: RedisClientLike
@@ -99,6 +133,8 @@ export class RedisStore implements Store {
   private readonly decide: DecideCommand
   private readonly specs = new WeakMap<readonly Window[], string>()
   private readonly batches: Batches<QueuedRun>
+  private readonly errors: ClientErrors | undefined
+  private closed = false
 
   constructor(options: RedisStoreOptions) {
     const raw: unknown = options
@@ -123,6 +159,10 @@ export class RedisStore implements Store {
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
     this.decide = (commands[COMMAND] as DecideCommand).bind(client)
     this.batches = new Batches(MAX_BATCH, (runs) => this.send(runs))
+    this.errors =
+      typeof client.on === 'function' && typeof client.off === 'function'
+        ? ClientErrors.of(client as ErrorEvents)
+        : undefined
   }
 
   /** The key that holds a target's state: useful to inspect it with redis-cli. */
@@ -158,9 +198,19 @@ export class RedisStore implements Store {
     const keys = targets.map((target) => this.keyOf(target))
     const slots = this.cluster ? groupBySlot(keys) : [keys.map((_, i) => i)]
     await Promise.all(slots.map((indices) => this.client.unlink(...indices.map((i) => keys[i] as string))))
+    this.errors?.answered()
   }
 
+  recentError(): Error | undefined {
+    return this.errors?.recent
+  }
+
+  /** Stops listening to the client's errors; the client stays open. */
   close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true
+      this.errors?.release()
+    }
     return Promise.resolve()
   }
 
@@ -198,6 +248,7 @@ export class RedisStore implements Store {
     }
     reply.then(
       (replies) => {
+        this.errors?.answered()
         // One flat array: per run, its numbers, or one string for the error that failed it alone.
         let at = 0
         let i = 0
@@ -206,7 +257,7 @@ export class RedisStore implements Store {
             const run = runs[i] as QueuedRun
             const first: unknown = replies[at]
             if (typeof first === 'string' || Buffer.isBuffer(first)) {
-              run.receiver.fail(new Error(String(first)))
+              run.receiver.fail(decisionFailure(run.keys, String(first)))
               at += 1
               continue
             }
@@ -242,36 +293,62 @@ export class RedisStore implements Store {
       keys: indices.map((i) => keys[i] as string),
       targets: indices.map((i) => targets[i] as StoreTarget),
     }))
-    const settled = await Promise.allSettled(
-      parts.map((part) => this.run(operation, part.keys, part.targets, cost, time)),
-    )
-    const results: Array<StoreResult | undefined> = settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
-    const allowed = results.every((result) => result?.allowed === true)
-    if (operation === 'consume' && !allowed && cost > 0) {
-      await Promise.all(
-        parts.map(async (part, i) => {
-          const charged = results[i]
-          if (!charged?.allowed) return
-          // A failed undo leaves the units charged until they expire: a refusal that costs
-          // quota, never an admission that exceeds it, so the refusal stands.
-          const undone = await this.run('undo', part.keys, part.targets, cost, String(charged.nowMs)).catch(
-            () => charged,
-          )
-          results[i] = undone
-        }),
+    if (operation !== 'consume' || cost === 0) {
+      // Nothing is charged that another slot could refuse: every slot at once.
+      const results = await Promise.all(parts.map((part) => this.run(operation, part.keys, part.targets, cost, time)))
+      return mergeSlots(
+        parts,
+        results,
+        results.every((result) => result.allowed),
+        targets.length,
       )
     }
-    const failure = settled.find((r) => r.status === 'rejected')
-    if (failure) throw (failure as PromiseRejectedResult).reason
-    const merged = mergeSlots(parts, results as StoreResult[], allowed, targets.length)
-    if (operation === 'consume' && allowed && cost > 0) {
-      merged.revert = async () => {
-        await Promise.all(
-          parts.map((part, i) => this.undo(part.keys, part.targets, cost, (results[i] as StoreResult).nowMs)),
-        )
+    // Slot after slot, so that a slot is only asked once every slot before it has admitted.
+    // Asked all at once, a slot would refuse concurrent decisions on units held by charges about
+    // to be undone, and admit fewer than the limit.
+    const charged: StoreResult[] = []
+    let refusal: StoreResult | undefined
+    try {
+      for (const part of parts) {
+        const result = await this.run('consume', part.keys, part.targets, cost, time)
+        if (!result.allowed) {
+          refusal = result
+          break
+        }
+        charged.push(result)
       }
+    } catch (error) {
+      // A failed undo leaves units charged until they expire: quota lost, never a limit exceeded.
+      await Promise.allSettled(this.undoParts(parts, charged, cost))
+      throw error
     }
-    return merged
+    if (refusal === undefined) {
+      const merged = mergeSlots(parts, charged, true, targets.length)
+      merged.revert = async () => {
+        await Promise.all(this.undoParts(parts, charged, cost))
+      }
+      return merged
+    }
+    // The slots after the refusing one were never charged; a peek gives their windows, which
+    // the decision reports too (and which say whether they would have refused as well).
+    const unasked = parts.slice(charged.length + 1)
+    const [undone, peeked] = await Promise.all([
+      Promise.all(this.undoParts(parts, charged, cost).map((undo, i) => undo.catch(() => charged[i] as StoreResult))),
+      Promise.all(unasked.map((part) => this.run('peek', part.keys, part.targets, cost, time))),
+    ])
+    return mergeSlots(parts, [...undone, refusal, ...peeked], false, targets.length)
+  }
+
+  /** Takes back `charged[i]` on `parts[i]`, every slot at once; each answers its slot's state after. */
+  private undoParts(
+    parts: ReadonlyArray<{ keys: readonly string[]; targets: readonly StoreTarget[] }>,
+    charged: readonly StoreResult[],
+    cost: number,
+  ): Array<Promise<StoreResult>> {
+    return charged.map((result, i) => {
+      const part = parts[i] as (typeof parts)[number]
+      return this.run('undo', part.keys, part.targets, cost, String(result.nowMs))
+    })
   }
 
   /** A charged run's undo, one function for every ChargedResult rather than a closure each. */
@@ -320,6 +397,7 @@ export class RedisStore implements Store {
   }
 }
 
+/** The keys' indices grouped by slot, in ascending slot order: the order a consume charges slots in. */
 function groupBySlot(keys: readonly string[]): number[][] {
   const bySlot = new Map<number, number[]>()
   keys.forEach((key, i) => {
@@ -328,7 +406,18 @@ function groupBySlot(keys: readonly string[]): number[][] {
     if (group) group.push(i)
     else bySlot.set(slot, [i])
   })
-  return [...bySlot.values()]
+  return [...bySlot.entries()].sort(([a], [b]) => a - b).map(([, indices]) => indices)
+}
+
+/**
+ * What one decision met inside the script: a server-wide refusal (OOM, READONLY…) says the store
+ * is down; anything else (a key holding the wrong type) concerns that decision's keys alone.
+ */
+function decisionFailure(keys: readonly string[], said: string): TollgateError {
+  const code = /^[A-Z]+(?= )/.exec(said)?.[0] ?? ''
+  return new TollgateError('TG_STORE', `the store failed on ${keys.join(', ')}: ${said}`, {
+    storeDown: SERVER_DOWN_CODES.has(code),
+  })
 }
 
 /** Puts per-slot answers back in target order, on the first slot's clock (nodes' clocks may differ). */

@@ -71,6 +71,12 @@ export interface Store {
    * continuations. The receiver's methods never throw.
    */
   evaluateInto?(request: StoreRequest, receiver: StoreReceiver): void
+  /**
+   * The error the store's connection last reported since the store last answered, if any. A
+   * failure that does not say why (a timeout, an open circuit breaker) names it, as its message's
+   * end and, when it has no cause of its own, as its `cause`.
+   */
+  recentError?(): Error | undefined
   /** Forgets the state of these targets. */
   reset(targets: readonly StoreTarget[]): Promise<void>
   /** Releases timers and connections the store owns (never a client it was given). */
