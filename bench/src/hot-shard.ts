@@ -1,5 +1,5 @@
 // How Tollgate's key layout spreads one rule over a Redis Cluster, and what a decision whose
-// identifiers live in different slots costs. Prints Markdown tables; run with `npx tsx src/hot-shard.ts`.
+// identifiers live in different slots costs. Prints Markdown tables; run with `pnpm --filter @tollgate/bench hot-shard`.
 import { createLimiter, type DecisionReason, type Limiter, RedisStore } from '@tollgate/core'
 import { spawnRedisServer } from '@tollgate/test-support/redis-server'
 import { type Cluster, Redis } from 'ioredis'

@@ -5,7 +5,7 @@ import { type AlgorithmName, createLimiter, MemoryStore } from '@tollgate/core'
 /*
  * How much heap a MemoryStore holds per key, and that maxKeys bounds it: 1,000,000 distinct
  * identifiers, one admitted request each, against maxKeys 100,000 and the default 1,000,000.
- * Run with `node --expose-gc --import tsx bench/src/memory-store-bound.ts`. Each configuration
+ * Run with `pnpm --filter @tollgate/bench memory-bound`. Each configuration
  * runs in a process of its own, so that one's heap and RSS do not carry into the next.
  */
 
@@ -20,9 +20,7 @@ const CONFIGURATIONS: ReadonlyArray<[AlgorithmName, number | typeof DEFAULT_MAX_
 
 const gc = globalThis.gc
 if (typeof gc !== 'function') {
-  console.error(
-    'Run with node --expose-gc --import tsx bench/src/memory-store-bound.ts: the heap is measured after a forced GC',
-  )
+  console.error('Run with pnpm --filter @tollgate/bench memory-bound: the heap is measured after a forced GC')
   process.exit(2)
 }
 

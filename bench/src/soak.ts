@@ -1,10 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { spawn } from 'node:child_process'
 import { setTimeout as delay } from 'node:timers/promises'
 import { createLimiter, type DecisionReason, RedisStore, type TollgateError } from '@tollgate/core'
+import { spawnRedisServer } from '@tollgate/test-support/redis-server'
 import { Redis } from 'ioredis'
 
 /*
@@ -13,11 +10,9 @@ import { Redis } from 'ioredis'
  * `pnpm soak -- --seconds 60`. Exit code 1 when a decision threw or the heap grew.
  */
 
-const HOST = '127.0.0.1'
 const REPORT_EVERY_MS = 5_000
 const RESTART_EVERY_MS = 15_000
 const DOWN_MS = 1_000
-const READY_TIMEOUT_MS = 10_000
 const WARM_UP_MS = 5_000
 const CALLERS = 64
 const IP_IDENTIFIERS = 8_000
@@ -52,15 +47,10 @@ if (typeof gc !== 'function') {
 async function soak(seconds: number, forceGc: () => void): Promise<number> {
   const durationMs = seconds * 1_000
   const start = process.memoryUsage()
-  const port = await freePort()
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-soak-'))
-  let redis = await startRedis(port, dir)
-  process.on('exit', () => {
-    redis.kill('SIGKILL')
-    rmSync(dir, { recursive: true, force: true })
-  })
+  let redis = await spawnRedisServer()
+  const { host, port } = redis
 
-  const client = new Redis({ host: HOST, port })
+  const client = new Redis({ host, port })
   let connectionErrors = 0
   // Expected while the server is down; without a listener ioredis would crash the process.
   client.on('error', () => connectionErrors++)
@@ -163,7 +153,7 @@ async function soak(seconds: number, forceGc: () => void): Promise<number> {
   let nextRestartAt = plannedRestarts > 0 ? RESTART_EVERY_MS : Number.POSITIVE_INFINITY
 
   console.log(
-    `Soak: ${seconds} s, ${CALLERS} callers, ${IP_IDENTIFIERS + USER_IDENTIFIERS} identifiers, redis-server on ${HOST}:${port} killed and restarted every ${RESTART_EVERY_MS / 1000} s, Node ${process.version}`,
+    `Soak: ${seconds} s, ${CALLERS} callers, ${IP_IDENTIFIERS + USER_IDENTIFIERS} identifiers, redis-server on ${host}:${port} killed and restarted every ${RESTART_EVERY_MS / 1000} s, Node ${process.version}`,
   )
   const callers = Array.from({ length: CALLERS }, () => caller())
 
@@ -214,9 +204,10 @@ async function soak(seconds: number, forceGc: () => void): Promise<number> {
         restarts++
         nextRestartAt = restarts < plannedRestarts ? (restarts + 1) * RESTART_EVERY_MS : Number.POSITIVE_INFINITY
         const downAt = elapsed()
-        await stopRedis(redis, 'SIGKILL')
+        redis.kill('SIGKILL')
+        await redis.stop()
         await delay(DOWN_MS)
-        redis = await startRedis(port, dir)
+        redis = await spawnRedisServer({ port })
         console.log(
           `  redis-server killed at ${(downAt / 1000).toFixed(1)} s, back at ${(elapsed() / 1000).toFixed(1)} s`,
         )
@@ -232,8 +223,7 @@ async function soak(seconds: number, forceGc: () => void): Promise<number> {
   const endHeap = await idleHeap()
   await limiter.close()
   client.disconnect()
-  await stopRedis(redis, 'SIGTERM')
-  rmSync(dir, { recursive: true, force: true })
+  await redis.stop()
 
   if (failure) {
     console.error('Soak aborted:', failure)
@@ -268,82 +258,6 @@ function secondsOf(argv: readonly string[]): number {
     process.exit(2)
   }
   return value
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen({ host: HOST, port: 0, exclusive: true }, () => {
-      const address = server.address()
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
-      )
-    })
-  })
-}
-
-/** redis-server on the port, resolved once that process (checked by pid) answers PING. */
-async function startRedis(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  )
-  let output = ''
-  const keep = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-2_000)
-  }
-  child.stdout?.on('data', keep)
-  child.stderr?.on('data', keep)
-  const spawnFailed = new Promise<Error>((resolve) => child.once('error', resolve))
-  const deadline = Date.now() + READY_TIMEOUT_MS
-  while (Date.now() < deadline) {
-    if (child.pid === undefined) throw new Error(`redis-server could not be started: ${(await spawnFailed).message}`)
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`redis-server on ${HOST}:${port} exited before answering PING:\n${output}`)
-    }
-    if ((await answeringPid(port)) === child.pid) return child
-    await delay(20)
-  }
-  child.kill('SIGKILL')
-  throw new Error(`redis-server on ${HOST}:${port} did not answer PING within ${READY_TIMEOUT_MS} ms:\n${output}`)
-}
-
-async function answeringPid(port: number): Promise<number | undefined> {
-  const probe = new Redis({
-    host: HOST,
-    port,
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 1_000,
-  })
-  probe.on('error', () => {})
-  try {
-    await probe.connect()
-    return Number(/^process_id:(\d+)/m.exec(await probe.info('server'))?.[1])
-  } catch {
-    return undefined
-  } finally {
-    probe.disconnect()
-  }
-}
-
-async function stopRedis(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`redis-server pid ${child.pid} did not exit within ${READY_TIMEOUT_MS} ms of ${signal}`)),
-      READY_TIMEOUT_MS,
-    )
-    child.once('exit', () => {
-      clearTimeout(timer)
-      resolve()
-    })
-    child.kill(signal)
-  })
 }
 
 function emptyCounts(): Counts {
