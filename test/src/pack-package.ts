@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process'
+import { existsSync, realpathSync } from 'node:fs'
 import { mkdir, readdir, readFile, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { basename, dirname, extname, join } from 'node:path'
+import { dirname, join } from 'node:path'
 
 export interface PackedPackage {
   /** @example '/tmp/tollgate-packed-x1/tollgate-core-0.1.0.tgz' */
@@ -16,18 +17,17 @@ export interface CommandOutput {
 }
 
 /**
- * Packs the way `pnpm publish` would: pnpm applies `publishConfig` (exports pointing at dist)
- * and rewrites `workspace:` ranges, which `npm pack` does not.
+ * Packs as `npm pack` does, which applies no rewriting to the manifest: what it ships is what
+ * `npm publish` would. Scripts are skipped because the test run builds every package first.
  */
 export async function packPackage(packageDir: string, destination: string): Promise<PackedPackage> {
-  const pnpm = findPnpm()
-  await runCommand(pnpm.file, [...pnpm.args, 'pack', '--pack-destination', destination], {
+  await runCommand('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', destination], {
     cwd: packageDir,
     timeoutMs: 60_000,
   })
   const tarballs = (await readdir(destination)).filter((name) => name.endsWith('.tgz'))
   if (tarballs.length !== 1) {
-    throw new Error(`pnpm pack should write one tarball into ${destination}, found: ${tarballs.join(', ') || 'none'}`)
+    throw new Error(`npm pack should write one tarball into ${destination}, found: ${tarballs.join(', ') || 'none'}`)
   }
   const tarball = join(destination, tarballs[0]!)
   const { stdout } = await runCommand('tar', ['-tzf', tarball], { timeoutMs: 10_000 })
@@ -41,8 +41,10 @@ export async function packPackage(packageDir: string, destination: string): Prom
 
 /**
  * Extracts the tarball into `<appDir>/node_modules/<name>` as an install from the registry would,
- * and links each runtime dependency to the copy the workspace resolves from `sourceDir`, so
- * nothing is fetched from the network. Returns the installed package's directory.
+ * and links each runtime and peer dependency to the copy the workspace resolves from
+ * `sourceDir`, so nothing is fetched from the network. A dependency already installed in
+ * `appDir` (a packed `@tollgate/core` under a packed adapter) is kept. Returns the installed
+ * package's directory.
  */
 export async function installPacked(packed: PackedPackage, sourceDir: string, appDir: string): Promise<string> {
   const sourceManifest = join(sourceDir, 'package.json')
@@ -52,29 +54,26 @@ export async function installPacked(packed: PackedPackage, sourceDir: string, ap
   await mkdir(installed, { recursive: true })
   await runCommand('tar', ['-xzf', packed.tarball, '-C', installed, '--strip-components=1'], { timeoutMs: 10_000 })
 
-  const { dependencies = {} } = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as {
-    dependencies?: Record<string, string>
-  }
+  const { dependencies = {}, peerDependencies = {} } = JSON.parse(
+    await readFile(join(installed, 'package.json'), 'utf8'),
+  ) as { dependencies?: Record<string, string>; peerDependencies?: Record<string, string> }
   const requireFromSource = createRequire(sourceManifest)
-  for (const dependency of Object.keys(dependencies)) {
+  for (const dependency of [...Object.keys(dependencies), ...Object.keys(peerDependencies)]) {
     const link = join(nodeModules, dependency)
+    if (existsSync(link)) continue
     await mkdir(dirname(link), { recursive: true })
-    await symlink(dirname(requireFromSource.resolve(`${dependency}/package.json`)), link, 'dir')
+    await symlink(packageDirOf(requireFromSource, dependency), link, 'dir')
   }
   return installed
 }
 
-/**
- * The pnpm running this process when there is one, since `npx -y pnpm@10 test` leaves no pnpm on
- * PATH; else `pnpm` from PATH. `pnpm run` and `pnpm test` set npm_execpath; `pnpm exec` does not.
- */
-export function findPnpm(env: NodeJS.ProcessEnv = process.env): { file: string; args: string[] } {
-  const execPath = env.npm_execpath
-  if (execPath && basename(execPath, extname(execPath)) === 'pnpm') {
-    // pnpm.cjs from npm or corepack runs on node; @pnpm/exe is a native executable.
-    return /\.[cm]?js$/.test(execPath) ? { file: process.execPath, args: [execPath] } : { file: execPath, args: [] }
+/** A package's directory, also for packages whose `exports` hide `package.json` or whose entry is types only. */
+function packageDirOf(require: NodeJS.Require, name: string): string {
+  for (const base of require.resolve.paths(name) ?? []) {
+    const dir = join(base, name)
+    if (existsSync(join(dir, 'package.json'))) return realpathSync(dir)
   }
-  return { file: 'pnpm', args: [] }
+  throw new Error(`${name} cannot be found from the workspace package that depends on it`)
 }
 
 /** Fails with the command, how it ended, stdout and stderr: tsc, for one, reports errors on stdout. */

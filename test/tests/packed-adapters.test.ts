@@ -1,0 +1,177 @@
+import { existsSync } from 'node:fs'
+import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { installPacked, packPackage, runCommand } from '../src/pack-package.js'
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
+
+interface AdapterApp {
+  /** Imports, as ESM and as CJS; both scripts then run the same body. */
+  esm: string
+  cjs: string
+  /** Starts an app limiting GET / to 2 per minute and resolves to a function that returns one request's status. */
+  body: string
+  /** A consumer that must type-check, as .mts and as .cts. */
+  checkMts: string
+  checkCts: string
+}
+
+// Three requests, printed as JSON: the third must be refused by the packed adapter and core.
+const REQUESTS = `
+const request = await start()
+const statuses = []
+for (let i = 0; i < 3; i++) statuses.push(await request())
+await stop()
+process.stdout.write(JSON.stringify(statuses))
+`
+
+const overHttp = (listen: string) => `
+let server
+async function start() {
+  const app = ${listen}
+  server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
+  const { port } = server.address()
+  return async () => (await fetch('http://127.0.0.1:' + port + '/')).status
+}
+const stop = () => new Promise((resolve) => server.close(resolve))
+`
+
+const ADAPTERS: Record<'express' | 'fastify' | 'koa', AdapterApp> = {
+  express: {
+    esm: `import express from 'express'\nimport { rateLimit } from '@tollgate/express'`,
+    cjs: `const express = require('express')\nconst { rateLimit } = require('@tollgate/express')`,
+    body: overHttp(
+      `express().get('/', rateLimit({ windows: [{ limit: 2, period: '1m' }] }), (req, res) => { res.send('ok') })`,
+    ),
+    checkMts: `import express from 'express'
+import { type RateLimitMiddleware, rateLimit } from '@tollgate/express'
+const limit: RateLimitMiddleware = rateLimit({ windows: [{ limit: 2, period: '1m' }] })
+express().use(limit)
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+rateLimit({ windows: [{ limit: '2', period: '1m' }] })
+`,
+    checkCts: `import express = require('express')
+import tollgate = require('@tollgate/express')
+const limit: tollgate.RateLimitMiddleware = tollgate.rateLimit({ windows: [{ limit: 2, period: '1m' }] })
+express().use(limit)
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+tollgate.rateLimit({ windows: [{ limit: '2', period: '1m' }] })
+`,
+  },
+  fastify: {
+    esm: `import Fastify from 'fastify'\nimport tollgate from '@tollgate/fastify'`,
+    cjs: `const Fastify = require('fastify')\nconst { tollgate } = require('@tollgate/fastify')`,
+    body: `
+const app = Fastify()
+async function start() {
+  await app.register(tollgate, { windows: [{ limit: 2, period: '1m' }] })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  return async () => (await app.inject({ method: 'GET', url: '/' })).statusCode
+}
+const stop = () => app.close()
+`,
+    checkMts: `import Fastify from 'fastify'
+import tollgate from '@tollgate/fastify'
+const app = Fastify()
+await app.register(tollgate, { windows: [{ limit: 2, period: '1m' }] })
+app.get('/', { config: { rateLimit: { cost: 2 } } }, async () => 'ok')
+// @ts-expect-error cost is a number or a function: fails if the route config augmentation is lost
+app.get('/x', { config: { rateLimit: { cost: 'two' } } }, async () => 'ok')
+`,
+    checkCts: `import Fastify = require('fastify')
+import plugin = require('@tollgate/fastify')
+const app = Fastify.default()
+void app.register(plugin.tollgate, { windows: [{ limit: 2, period: '1m' }] })
+app.get('/', { config: { rateLimit: { cost: 2 } } }, async () => 'ok')
+// @ts-expect-error cost is a number or a function: fails if the route config augmentation is lost
+app.get('/x', { config: { rateLimit: { cost: 'two' } } }, async () => 'ok')
+`,
+  },
+  koa: {
+    esm: `import Koa from 'koa'\nimport { rateLimit } from '@tollgate/koa'`,
+    cjs: `const Koa = require('koa')\nconst { rateLimit } = require('@tollgate/koa')`,
+    body: overHttp(
+      `new Koa().use(rateLimit({ windows: [{ limit: 2, period: '1m' }] })).use((ctx) => { ctx.body = 'ok' })`,
+    ),
+    checkMts: `import Koa from 'koa'
+import { type RateLimitMiddleware, rateLimit } from '@tollgate/koa'
+const limit: RateLimitMiddleware = rateLimit({ windows: [{ limit: 2, period: '1m' }] })
+new Koa().use(limit)
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+rateLimit({ windows: [{ limit: '2', period: '1m' }] })
+`,
+    checkCts: `import Koa = require('koa')
+import tollgate = require('@tollgate/koa')
+const limit: tollgate.RateLimitMiddleware = tollgate.rateLimit({ windows: [{ limit: 2, period: '1m' }] })
+new Koa().use(limit)
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+tollgate.rateLimit({ windows: [{ limit: '2', period: '1m' }] })
+`,
+  },
+}
+
+describe.each(Object.entries(ADAPTERS))('@tollgate/%s as installed from the registry', (name, adapter) => {
+  const adapterDir = join(repoRoot, 'packages', name)
+  const coreDir = join(repoRoot, 'packages/core')
+  let tmp: string
+  let app: string
+
+  beforeAll(async () => {
+    for (const dir of [coreDir, adapterDir]) {
+      if (!existsSync(join(dir, 'dist/index.js'))) {
+        throw new Error(`${dir}/dist/index.js is missing: run \`pnpm build\` first (\`pnpm test\` does)`)
+      }
+    }
+    tmp = await realpath(await mkdtemp(join(tmpdir(), `tollgate-packed-${name}-`)))
+    app = join(tmp, 'app')
+    // Core first: the adapter's dependency on it is then the packed core, not the workspace's.
+    for (const dir of [coreDir, adapterDir]) {
+      const packDir = await mkdtemp(join(tmp, 'pack-'))
+      await installPacked(await packPackage(dir, packDir), dir, app)
+    }
+    await mkdir(join(app, 'node_modules/@types'), { recursive: true })
+    await symlink(join(repoRoot, 'node_modules/@types/node'), join(app, 'node_modules/@types/node'), 'dir')
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }))
+    await writeFile(join(app, 'app.mjs'), `${adapter.esm}\n${adapter.body}\n${REQUESTS}`)
+    await writeFile(join(app, 'app.cjs'), `${adapter.cjs}\n${adapter.body}\n;(async () => {\n${REQUESTS}\n})()`)
+    await writeFile(join(app, 'check.mts'), adapter.checkMts)
+    await writeFile(join(app, 'check.cts'), adapter.checkCts)
+  })
+
+  afterAll(async () => {
+    if (tmp) await rm(tmp, { recursive: true, force: true })
+  })
+
+  it('depends on @tollgate/core by a range npm can install, with exports that point at dist', async () => {
+    const manifest = JSON.parse(await readFile(join(app, 'node_modules/@tollgate', name, 'package.json'), 'utf8'))
+    expect(manifest.dependencies['@tollgate/core']).toMatch(/^\^\d+\.\d+\.\d+$/)
+    expect(manifest.exports['.']).toEqual({
+      import: { types: './dist/index.d.ts', default: './dist/index.js' },
+      require: { types: './dist/index.d.cts', default: './dist/index.cjs' },
+    })
+  })
+
+  it('limits requests the same from ESM and from CJS', async () => {
+    const [esm, cjs] = await Promise.all([runApp(app, 'app.mjs'), runApp(app, 'app.cjs')])
+    expect(esm).toEqual([200, 200, 429])
+    expect(cjs).toEqual(esm)
+  })
+
+  it('typechecks a consumer under nodenext, from ESM and from CJS', async () => {
+    const tsc = createRequire(join(repoRoot, 'package.json')).resolve('typescript/bin/tsc')
+    const flags = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext']
+    const checks = ['--skipLibCheck', 'false', '--lib', 'es2022', '--types', 'node', 'check.mts', 'check.cts']
+    const { stdout } = await runCommand(process.execPath, [tsc, ...flags, ...checks], { cwd: app, timeoutMs: 60_000 })
+    expect(stdout).toBe('')
+  })
+})
+
+async function runApp(app: string, script: string): Promise<number[]> {
+  const { stdout } = await runCommand(process.execPath, [script], { cwd: app, timeoutMs: 30_000 })
+  return JSON.parse(stdout) as number[]
+}
