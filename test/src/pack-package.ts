@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { basename, dirname, extname, join } from 'node:path'
@@ -42,7 +43,8 @@ export async function packPackage(packageDir: string, destination: string): Prom
 /**
  * Extracts the tarball into `<appDir>/node_modules/<name>` as an install from the registry would,
  * and links each runtime dependency to the copy the workspace resolves from `sourceDir`, so
- * nothing is fetched from the network. Returns the installed package's directory.
+ * nothing is fetched from the network; a dependency already installed (from its own tarball) is
+ * kept. Returns the installed package's directory.
  */
 export async function installPacked(packed: PackedPackage, sourceDir: string, appDir: string): Promise<string> {
   const sourceManifest = join(sourceDir, 'package.json')
@@ -58,6 +60,7 @@ export async function installPacked(packed: PackedPackage, sourceDir: string, ap
   const requireFromSource = createRequire(sourceManifest)
   for (const dependency of Object.keys(dependencies)) {
     const link = join(nodeModules, dependency)
+    if (existsSync(link)) continue
     await mkdir(dirname(link), { recursive: true })
     await symlink(dirname(requireFromSource.resolve(`${dependency}/package.json`)), link, 'dir')
   }
