@@ -3,7 +3,9 @@ import { defineConfig } from 'tsup'
 export default defineConfig({
   entry: ['src/index.ts'],
   format: ['esm', 'cjs'],
-  dts: true,
+  // The bundler drops the entry's reference to the augmentation; scripts/ship-augmentation.mjs
+  // puts the file beside the declarations once they are built.
+  dts: { banner: '/// <reference path="./augmentation.d.ts" />' },
   sourcemap: true,
   clean: true,
   target: 'node20',

@@ -2,7 +2,7 @@ import { byIpAndUser, type Decision, MemoryStore, type RateLimitOptions, type St
 import { type BareItem, type Item, parseDictionary, parseList, Token } from 'structured-headers'
 import type { Response } from 'supertest'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import type { Harness, HarnessRequest, HarnessRoute, MakeHarness } from './adapter-harness.js'
+import type { Harness, HarnessOptions, HarnessRequest, HarnessRoute, MakeHarness } from './adapter-harness.js'
 import { ManualClock } from './manual-clock.js'
 
 /** A time aligned to every period used below, so windows start at the clock's start. */
@@ -102,14 +102,20 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
 
     const store = () => new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 })
 
-    async function serve(routes: HarnessRoute[], trustProxy = false) {
-      harness = await makeHarness({ routes, trustProxy })
+    async function serve(
+      routes: HarnessRoute[],
+      { trustProxy = false, errorHandler = false }: Partial<Omit<HarnessOptions, 'routes'>> = {},
+    ) {
+      harness = await makeHarness({ routes, trustProxy, errorHandler })
       return harness.request
     }
 
     /** One GET route at `/` limited by `options`, on a fresh store. */
-    function serveLimited(options: Omit<RateLimitOptions<HarnessRequest>, 'store'>, trustProxy = false) {
-      return serve([{ method: 'GET', path: '/', rateLimit: { store: store(), ...options } }], trustProxy)
+    function serveLimited(
+      options: Omit<RateLimitOptions<HarnessRequest>, 'store'>,
+      trustProxy: HarnessOptions['trustProxy'] = false,
+    ) {
+      return serve([{ method: 'GET', path: '/', rateLimit: { store: store(), ...options } }], { trustProxy })
     }
 
     describe('header formats', () => {
@@ -276,6 +282,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
           status: 429,
           detail: 'Quota exceeded for auth.createToken-3s; retry in 3 s.',
           'violated-policies': ['auth.createToken-3s'],
+          'identifier-kinds': ['ip'],
           'retry-after': 3,
         })
 
@@ -331,6 +338,26 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
           expect(open.body).toEqual({ reason: null })
           expect(rateLimitFields(open)).toEqual([])
         }
+      })
+
+      // Regression: every middleware's inline windows were rule 'default', so on one store five
+      // requests to a 100 a minute route made the first to a 2 a minute route a 429.
+      it('keeps apart two routes whose inline windows differ, on one store', async () => {
+        const shared = store()
+        const http = await serve([
+          { method: 'GET', path: '/a', rateLimit: { store: shared, windows: [{ limit: 100, period: '1m' }] } },
+          { method: 'GET', path: '/b', rateLimit: { store: shared, windows: [{ limit: 2, period: '1m' }] } },
+        ])
+
+        for (let i = 0; i < 5; i++) expect((await http.get('/a')).status).toBe(200)
+        const a = list(await http.get('/a'), 'ratelimit')
+        expect(a).toEqual([{ name: expect.any(String), params: { r: 94, t: 60 } }])
+        const b = await http.get('/b')
+        expect(b.status).toBe(200)
+        const [policy] = list(b, 'ratelimit-policy')
+        expect(policy).toEqual({ name: expect.any(String), params: { q: 2, w: 60 } })
+        expect(policy?.name).not.toBe(a[0]?.name)
+        expect(list(b, 'ratelimit')).toEqual([{ name: policy?.name, params: { r: 1, t: 60 } }])
       })
 
       it('does not count a request that skip() accepts, nor send it headers', async () => {
@@ -467,6 +494,138 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
         expect(warnings).toEqual([
           { message: expect.stringContaining('X-Forwarded-For'), code: 'TG_UNTRUSTED_FORWARDED_FOR' },
         ])
+      })
+    })
+
+    describe('client identity that does not parse', () => {
+      // Regression: with X-Forwarded-For '203.0.113.7:51234' (as some load balancers append it) or
+      // 'unknown', every request was a 500 TG_INVALID_ARGUMENT, and none was counted.
+      it('counts an address with a port as the address, and any other text under a digest of it, warning once each', async () => {
+        const warnings: string[] = []
+        const http = await serveLimited(
+          { rule: 'api', windows: [{ limit: 2, period: '10s' }], onWarning: (_message, code) => warnings.push(code) },
+          true,
+        )
+        const from = (address: string) => http.get('/').set('x-forwarded-for', address)
+        const remaining = async (address: string) => {
+          const response = await from(address)
+          return [response.status, response.status === 200 ? list(response, 'ratelimit')[0]?.params.r : null]
+        }
+
+        expect(await remaining('203.0.113.7:51234')).toEqual([200, 1])
+        expect(await remaining('203.0.113.7')).toEqual([200, 0])
+        expect((await from('203.0.113.7:443')).status).toBe(429)
+        expect(await remaining('[2001:db8:1234:5601::1]:443')).toEqual([200, 1])
+        expect(await remaining('2001:db8:1234:56ff::2')).toEqual([200, 0])
+        expect(await remaining('unknown')).toEqual([200, 1])
+        expect(await remaining('unknown')).toEqual([200, 0])
+        expect((await from('unknown')).status).toBe(429)
+        expect(await remaining('not-an-address')).toEqual([200, 1])
+        expect(warnings).toEqual(['TG_UNPARSEABLE_CLIENT_ADDRESS', 'TG_UNPARSEABLE_CLIENT_ADDRESS'])
+      })
+
+      // Regression: a user id identify could not use (too long, not a string) made the request a
+      // 500, and its address was not charged either.
+      it('counts a user id too long by a digest of it, and one that is no id for the address alone', async () => {
+        const warnings: string[] = []
+        const http = await serveLimited(
+          {
+            rule: 'login',
+            windows: [{ limit: 2, period: '10s' }],
+            identify: byIpAndUser((request) => {
+              const user = header(request, 'x-user')
+              // A JSON body's username can be an object; a header can only stand in for it here.
+              return user === 'object' ? ({ $ne: null } as unknown as string) : user?.repeat(5_000)
+            }),
+            onWarning: (_message, code) => warnings.push(code),
+          },
+          true,
+        )
+        const from = (address: string, user: string) =>
+          http.get('/').set('x-forwarded-for', address).set('x-user', user)
+
+        expect((await from('198.51.100.1', 'alice')).status).toBe(200)
+        expect((await from('198.51.100.2', 'alice')).status).toBe(200)
+        const third = await from('198.51.100.3', 'alice')
+        expect(third.status).toBe(429)
+        expect(problemOf(third)).toMatchObject({ 'identifier-kinds': ['user'] })
+
+        expect((await from('198.51.100.1', 'object')).status).toBe(200)
+        const charged = await from('198.51.100.1', 'object')
+        expect(charged.status).toBe(429)
+        expect(problemOf(charged)).toMatchObject({ 'identifier-kinds': ['ip'] })
+        expect(warnings).toEqual(['TG_UNUSABLE_IDENTIFIER', 'TG_UNUSABLE_IDENTIFIER'])
+      })
+    })
+
+    describe('a proxy trusted, but not the peer', () => {
+      // Regression: with a proxy setting that trusts no peer (Fastify 5's trustProxy: 1), every
+      // client behind the proxy counted as the proxy, and nothing warned because a proxy was trusted.
+      it("warns once when X-Forwarded-For arrives but the address decided on is the peer's", async () => {
+        const warnings: string[] = []
+        const http = await serveLimited(
+          { rule: 'api', windows: [{ limit: 1, period: '10s' }], onWarning: (_message, code) => warnings.push(code) },
+          'not-the-peer',
+        )
+        const from = (address: string) => http.get('/').set('x-forwarded-for', address)
+
+        expect((await from('203.0.113.7')).status).toBe(200)
+        // Another client, counted as the same peer.
+        expect((await from('198.51.100.9')).status).toBe(429)
+        expect(warnings).toEqual(['TG_FORWARDED_FOR_UNUSED'])
+      })
+    })
+
+    describe("the app's own error handling", () => {
+      // Regression: on Koa, which threw its refusals, an app with the usual error middleware
+      // answered them with its own JSON instead of the problem+json 429.
+      it('leaves the refusal as the limiter answers it: problem+json 429 with every field', async () => {
+        const http = await serve(
+          [
+            {
+              method: 'GET',
+              path: '/',
+              rateLimit: { store: store(), rule: 'api', windows: [{ limit: 1, period: '10s' }] },
+            },
+          ],
+          { errorHandler: true },
+        )
+
+        expect((await http.get('/')).status).toBe(200)
+        const refused = await http.get('/')
+        expect(refused.status).toBe(429)
+        expect(rateLimitFields(refused)).toEqual(['ratelimit', 'ratelimit-policy', 'retry-after'])
+        expect(problemOf(refused)).toMatchObject({
+          type: QUOTA_EXCEEDED,
+          status: 429,
+          'violated-policies': ['api-10s'],
+          'retry-after': 10,
+        })
+      })
+
+      // Regression: on Koa only, a handler's error lost the rate limit fields, which Koa's default
+      // error handler clears.
+      it.each([
+        ["the framework's default", false],
+        ["the app's own", true],
+      ])("keeps the rate limit fields on a handler's error, through %s error handling", async (_, errorHandler) => {
+        const http = await serve(
+          [
+            {
+              method: 'GET',
+              path: '/',
+              rateLimit: { store: store(), rule: 'api', windows: [{ limit: 2, period: '10s' }] },
+              throws: true,
+            },
+          ],
+          { errorHandler },
+        )
+
+        const failed = await http.get('/')
+        expect(failed.status).toBe(502)
+        expect(rateLimitFields(failed)).toEqual(['ratelimit', 'ratelimit-policy'])
+        expect(list(failed, 'ratelimit')).toEqual([{ name: 'api-10s', params: { r: 1, t: 10 } }])
+        if (errorHandler) expect(JSON.parse(failed.text)).toEqual({ error: 'upstream down' })
       })
     })
 

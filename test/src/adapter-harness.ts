@@ -17,12 +17,35 @@ export interface HarnessRoute {
   path: string
   /** The route's own rate limit; a route without one is not limited at all. */
   rateLimit?: RateLimitOptions<HarnessRequest>
+  /** Its handler throws `handlerError()` instead of answering, once the limit has let the request through. */
+  throws?: boolean
+}
+
+/** What a handler told to throw throws: a 502 as each framework reads a status from an error. */
+export function handlerError(): Error & { status: number; statusCode: number; expose: boolean } {
+  return Object.assign(new Error('upstream down'), { status: 502, statusCode: 502, expose: true })
 }
 
 export interface HarnessOptions {
   routes: readonly HarnessRoute[]
-  /** Whether the framework trusts `X-Forwarded-For`: Express `trust proxy`, Fastify `trustProxy`, Koa `app.proxy`. */
-  trustProxy: boolean
+  /**
+   * Whether the framework trusts `X-Forwarded-For`: Express `trust proxy`, Fastify `trustProxy`,
+   * Koa `app.proxy`. `'not-the-peer'`: a proxy is trusted, but the requests' `X-Forwarded-For`
+   * does not decide the address (Express and Fastify trust 10.0.0.1 only, not the test's
+   * 127.0.0.1; Koa reads X-Real-IP instead).
+   */
+  trustProxy: boolean | 'not-the-peer'
+  /**
+   * The app's own error handling, as apps usually have: every error answered as JSON
+   * `{ error: message }` with the error's status (Express error middleware, Fastify
+   * `setErrorHandler`, a Koa middleware around the rest). Otherwise the framework's default.
+   */
+  errorHandler?: boolean
+}
+
+/** What `errorHandler` answers with. */
+export interface ErrorBody {
+  error: string
 }
 
 /**

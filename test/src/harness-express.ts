@@ -1,18 +1,28 @@
 import { rateLimit } from '@tollgate/express'
-import express, { type RequestHandler } from 'express'
-import { type HandlerBody, type MakeHarness, serveOnLoopback } from './adapter-harness.js'
+import express, { type ErrorRequestHandler, type RequestHandler } from 'express'
+import { type ErrorBody, type HandlerBody, handlerError, type MakeHarness, serveOnLoopback } from './adapter-harness.js'
 
 /** An Express app with `rateLimit()` as middleware on each limited route. */
-export const makeExpressHarness: MakeHarness = async ({ routes, trustProxy }) => {
+export const makeExpressHarness: MakeHarness = async ({ routes, trustProxy, errorHandler }) => {
   const app = express()
-  app.set('trust proxy', trustProxy)
+  app.set('trust proxy', trustProxy === 'not-the-peer' ? '10.0.0.1' : trustProxy)
   const handler: RequestHandler = (_req, res) => {
     res.json({ reason: res.locals.rateLimit?.reason ?? null } satisfies HandlerBody)
   }
+  const failing: RequestHandler = () => {
+    throw handlerError()
+  }
   for (const route of routes) {
     const middleware = route.rateLimit ? [rateLimit(route.rateLimit)] : []
-    if (route.method === 'GET') app.get(route.path, ...middleware, handler)
-    else app.post(route.path, ...middleware, handler)
+    const handle = route.throws ? failing : handler
+    if (route.method === 'GET') app.get(route.path, ...middleware, handle)
+    else app.post(route.path, ...middleware, handle)
+  }
+  if (errorHandler) {
+    const answer: ErrorRequestHandler = (error: { status?: number; message: string }, _req, res, _next) => {
+      res.status(error.status ?? 500).json({ error: error.message } satisfies ErrorBody)
+    }
+    app.use(answer)
   }
   return serveOnLoopback(app)
 }

@@ -1,9 +1,29 @@
 import tollgate from '@tollgate/fastify'
 import Fastify, { type FastifyInstance, type RouteHandler } from 'fastify'
 import supertest from 'supertest'
-import type { HandlerBody, Harness, MakeHarness } from './adapter-harness.js'
+import {
+  type ErrorBody,
+  type HandlerBody,
+  type Harness,
+  type HarnessOptions,
+  handlerError,
+  type MakeHarness,
+} from './adapter-harness.js'
 
 const handler: RouteHandler = async (request) => ({ reason: request.rateLimit?.reason ?? null }) satisfies HandlerBody
+const failing: RouteHandler = async () => {
+  throw handlerError()
+}
+
+function appFor({ trustProxy, errorHandler }: HarnessOptions): FastifyInstance {
+  const app = Fastify({ trustProxy: trustProxy === 'not-the-peer' ? '10.0.0.1' : trustProxy })
+  if (errorHandler) {
+    app.setErrorHandler(async (error: { statusCode?: number; message: string }, _request, reply) =>
+      reply.code(error.statusCode ?? 500).send({ error: error.message } satisfies ErrorBody),
+    )
+  }
+  return app
+}
 
 async function listen(app: FastifyInstance): Promise<Harness> {
   // Fastify's own logger is off by default, so the errors the suite provokes stay quiet.
@@ -16,15 +36,15 @@ async function listen(app: FastifyInstance): Promise<Harness> {
  * `config.rateLimit`: the Fastify way to limit routes differently. The plugin's own options are a
  * placeholder no route uses; route options that bring their own `windows` replace it.
  */
-export const makeFastifyHarness: MakeHarness = async ({ routes, trustProxy }) => {
-  const app = Fastify({ trustProxy })
+export const makeFastifyHarness: MakeHarness = async (options) => {
+  const app = appFor(options)
   await app.register(tollgate, { global: false, rule: 'unused', windows: [{ limit: 1, period: '1s' }] })
-  for (const route of routes) {
+  for (const route of options.routes) {
     app.route({
       method: route.method,
       url: route.path,
       ...(route.rateLimit ? { config: { rateLimit: route.rateLimit } } : {}),
-      handler,
+      handler: route.throws ? failing : handler,
     })
   }
   return listen(app)
@@ -34,12 +54,12 @@ export const makeFastifyHarness: MakeHarness = async ({ routes, trustProxy }) =>
  * The plugin registered with each limited route's options as its own, in a scope holding only
  * that route: the plugin-wide path (`global` left at its default) that most apps use.
  */
-export const makeFastifyScopedHarness: MakeHarness = async ({ routes, trustProxy }) => {
-  const app = Fastify({ trustProxy })
-  for (const route of routes) {
+export const makeFastifyScopedHarness: MakeHarness = async (options) => {
+  const app = appFor(options)
+  for (const route of options.routes) {
     await app.register(async (scope) => {
       if (route.rateLimit) await scope.register(tollgate, route.rateLimit)
-      scope.route({ method: route.method, url: route.path, handler })
+      scope.route({ method: route.method, url: route.path, handler: route.throws ? failing : handler })
     })
   }
   return listen(app)

@@ -1,26 +1,39 @@
 import Router from '@koa/router'
 import { rateLimit } from '@tollgate/koa'
 import Koa, { type Middleware } from 'koa'
-import { type HandlerBody, type MakeHarness, serveOnLoopback } from './adapter-harness.js'
+import { type ErrorBody, type HandlerBody, handlerError, type MakeHarness, serveOnLoopback } from './adapter-harness.js'
 
-/**
- * A Koa app with `rateLimit()` on each limited route of a `@koa/router`. It answers refusals itself
- * (`throw: false`), so that its bodies compare with the other frameworks'; the default, throwing
- * mode is covered where the Koa suite runs.
- */
-export const makeKoaHarness: MakeHarness = async ({ routes, trustProxy }) => {
+/** A Koa app with `rateLimit()`, as its defaults have it, on each limited route of a `@koa/router`. */
+export const makeKoaHarness: MakeHarness = async ({ routes, trustProxy, errorHandler }) => {
   const app = new Koa()
-  app.proxy = trustProxy
+  app.proxy = trustProxy !== false
+  // Koa trusts no proxy by address: what comes close is a proxy that names the client in another header.
+  if (trustProxy === 'not-the-peer') app.proxyIpHeader = 'X-Real-IP'
   // The suite provokes errors on purpose; Koa would print each one.
   app.silent = true
+  if (errorHandler) {
+    // The usual Koa set-up: one middleware around all the others turns every error into JSON.
+    app.use(async (ctx, next) => {
+      try {
+        await next()
+      } catch (error) {
+        ctx.status = (error as { status?: number }).status ?? 500
+        ctx.body = { error: (error as Error).message } satisfies ErrorBody
+      }
+    })
+  }
   const router = new Router()
   const handler: Middleware = (ctx) => {
     ctx.body = { reason: ctx.state.rateLimit?.reason ?? null } satisfies HandlerBody
   }
+  const failing: Middleware = () => {
+    throw handlerError()
+  }
   for (const route of routes) {
-    const middleware = route.rateLimit ? [rateLimit({ ...route.rateLimit, throw: false })] : []
-    if (route.method === 'GET') router.get(route.path, ...middleware, handler)
-    else router.post(route.path, ...middleware, handler)
+    const middleware = route.rateLimit ? [rateLimit(route.rateLimit)] : []
+    const handle = route.throws ? failing : handler
+    if (route.method === 'GET') router.get(route.path, ...middleware, handle)
+    else router.post(route.path, ...middleware, handle)
   }
   app.use(router.routes())
   return serveOnLoopback(app.callback())

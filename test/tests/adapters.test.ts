@@ -24,8 +24,8 @@ function isRateLimitError(error: unknown): error is RateLimitError {
   return typeof error === 'object' && error !== null && 'problem' in error && 'headers' in error
 }
 
-// The conformance runs Koa with `throw: false`; its default throws, and the fields must survive the throw.
-describe('Koa rateLimit in its default, throwing mode', () => {
+// The conformance runs Koa as its defaults have it; with `throw: true` the fields must survive the throw.
+describe('Koa rateLimit with throw: true', () => {
   async function serve(handleErrors: boolean) {
     const clock = new ManualClock()
     const app = new Koa()
@@ -50,6 +50,7 @@ describe('Koa rateLimit in its default, throwing mode', () => {
         store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
         rule: 'api',
         windows: [{ limit: 1, period: '1m' }],
+        throw: true,
       }),
     )
     app.use((ctx) => {

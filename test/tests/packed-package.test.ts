@@ -219,3 +219,72 @@ async function runApp(app: string, script: string): Promise<Report> {
   const { stdout } = await runCommand(process.execPath, [script], { cwd: app, timeoutMs: 30_000 })
   return JSON.parse(stdout) as Report
 }
+
+// One program importing the plugin both ways, as an ESM app with one CommonJS file does.
+const FASTIFY_CHECK_MTS = `import { type Decision, tollgate } from '@tollgate/fastify'
+import { fastify } from 'fastify'
+
+const app = fastify()
+await app.register(tollgate, { windows: [{ limit: 2, period: '1s' }] })
+app.get('/', { config: { rateLimit: { rule: 'api' } } }, async (request) => {
+  const decision: Decision | undefined = request.rateLimit
+  return { allowed: decision?.allowed ?? null, rule: app.tollgate.limit?.rule }
+})
+// @ts-expect-error only onRequest and preHandler check: fails if the route config resolves to any
+app.get('/bad', { config: { rateLimit: { hook: 'onSend' } } }, async () => null)
+`
+
+const FASTIFY_CHECK_CTS = `import { tollgate } from '@tollgate/fastify'
+import { fastify } from 'fastify'
+
+export async function build() {
+  const app = fastify()
+  await app.register(tollgate, { global: false })
+  app.get('/health', { config: { rateLimit: false } }, async (request) => request.rateLimit?.reason ?? null)
+  return app
+}
+`
+
+describe('@tollgate/fastify as installed from the registry', () => {
+  const fastifyDir = join(repoRoot, 'packages/fastify')
+  let tmp: string
+  let app: string
+
+  beforeAll(async () => {
+    for (const dir of [coreDir, fastifyDir]) {
+      if (!existsSync(join(dir, 'dist/index.d.cts'))) {
+        throw new Error(`${dir}/dist is missing: run \`pnpm build\` first (\`pnpm test\` does)`)
+      }
+    }
+    tmp = await realpath(await mkdtemp(join(tmpdir(), 'tollgate-packed-fastify-')))
+    app = join(tmp, 'app')
+    // Core first, so that the plugin's dependency on it is the packed core too.
+    for (const dir of [coreDir, fastifyDir]) {
+      const packDir = join(tmp, `pack-${dir.split('/').pop()}`)
+      await mkdir(packDir, { recursive: true })
+      await installPacked(await packPackage(dir, packDir), dir, app)
+    }
+    await mkdir(join(app, 'node_modules/@types'), { recursive: true })
+    await symlink(join(repoRoot, 'node_modules/@types/node'), join(app, 'node_modules/@types/node'), 'dir')
+    // A peer dependency: the app brings its own Fastify.
+    const fastify = await realpath(join(fastifyDir, 'node_modules/fastify'))
+    await symlink(fastify, join(app, 'node_modules/fastify'), 'dir')
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }))
+    await writeFile(join(app, 'check.mts'), FASTIFY_CHECK_MTS)
+    await writeFile(join(app, 'check.cts'), FASTIFY_CHECK_CTS)
+  })
+
+  afterAll(async () => {
+    if (tmp) await rm(tmp, { recursive: true, force: true })
+  })
+
+  // Regression: index.d.ts and index.d.cts each declared the Fastify augmentation, with types of
+  // their own, and a program holding both failed: "Subsequent property declarations must have the same type".
+  it('typechecks one program that imports it from ESM and from CJS', async () => {
+    const tsc = createRequire(join(repoRoot, 'package.json')).resolve('typescript/bin/tsc')
+    const flags = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext']
+    const checks = ['--skipLibCheck', 'false', '--lib', 'es2022', '--types', 'node', 'check.mts', 'check.cts']
+    const { stdout } = await runCommand(process.execPath, [tsc, ...flags, ...checks], { cwd: app, timeoutMs: 60_000 })
+    expect(stdout).toBe('')
+  })
+})

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { byIpAndUser, type ClientView, type Limiter, userIdentifier } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
-import express, { type Request } from 'express'
+import express, { type Request, type RequestHandler } from 'express'
 
 export interface AppOptions {
   /** Made from `rules.ts`; the app never closes it. */
@@ -32,6 +32,7 @@ export function createApp({ limiter }: AppOptions): express.Express {
 
   app.post(
     '/upload',
+    requireContentLength,
     rateLimit({
       limiter,
       rule: 'upload.bytes',
@@ -58,11 +59,26 @@ function usernameOf(req: Request): string | undefined {
 // The header stands in for a real session or token: anyone can send it.
 function userOrAddress(req: Request, client: ClientView): string {
   const id = req.get('x-user-id')
-  return id ? userIdentifier(id) : (client.ipIdentifier ?? 'ip:unknown')
+  return id ? userIdentifier(id) : client.ipIdentifier
 }
 
-// A chunked body has no Content-Length and costs 0 here: a real app caps such bodies or refuses them (411).
+// The byte quota is charged before the body arrives, by the length it declares, and Node stops a
+// body at that length. A chunked upload declares none and would cost nothing: it is refused.
+const requireContentLength: RequestHandler = (req, res, next) => {
+  if (req.get('content-length') !== undefined) {
+    next()
+    return
+  }
+  res.status(411).type('application/problem+json').send(LENGTH_REQUIRED)
+}
+
+const LENGTH_REQUIRED = JSON.stringify({
+  type: 'about:blank',
+  title: 'Length Required',
+  status: 411,
+  detail: 'An upload must declare its Content-Length: it is counted in bytes before it arrives.',
+})
+
 function contentLength(req: Request): number {
-  const bytes = Number(req.get('content-length') ?? 0)
-  return Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : 0
+  return Number(req.get('content-length'))
 }

@@ -93,6 +93,30 @@ describe('express example', () => {
     expect(second.headers['retry-after']).toBe('60')
   })
 
+  // Regression: a chunked upload declares no Content-Length, cost 0, and two of 600 KB both passed.
+  it('refuses a chunked upload with 411, charging nothing, so the byte quota holds', async () => {
+    const app = appOn()
+    const chunked = async () => {
+      const upload = request(app).post('/upload').set('content-type', 'application/octet-stream')
+      // Written, not sent whole: the body goes chunked, without a Content-Length.
+      upload.write(Buffer.alloc(300_000))
+      upload.write(Buffer.alloc(300_000))
+      return upload
+    }
+    for (let i = 0; i < 2; i++) {
+      const refused = await chunked()
+      expect(refused.status).toBe(411)
+      expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/)
+      expect(refused.headers.ratelimit).toBeUndefined()
+    }
+    const declared = await request(app)
+      .post('/upload')
+      .set('content-type', 'application/octet-stream')
+      .send(Buffer.alloc(600_000))
+      .expect(200, { received: 600_000 })
+    expect(declared.headers.ratelimit).toBe('"upload.bytes-60s";r=400000;t=60')
+  })
+
   it('does not limit /health', async () => {
     const res = await request(appOn()).get('/health').expect(200, { ok: true })
     expect(res.headers.ratelimit).toBeUndefined()

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { byIpAndUser, type ClientView, type Limiter, userIdentifier } from '@tollgate/core'
 import tollgate from '@tollgate/fastify'
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 
 export interface AppOptions {
   /** Made from `rules.ts`; the app never closes it. */
@@ -42,7 +42,11 @@ export async function createApp({ limiter }: AppOptions): Promise<FastifyInstanc
 
   app.post(
     '/upload',
-    { config: { rateLimit: { rule: 'upload.bytes', cost: contentLength, quotaUnit: 'content-bytes' } } },
+    {
+      // A route's own hooks run before the limit's, which the plugin appends.
+      onRequest: requireContentLength,
+      config: { rateLimit: { rule: 'upload.bytes', cost: contentLength, quotaUnit: 'content-bytes' } },
+    },
     async (request) => ({ received: Buffer.isBuffer(request.body) ? request.body.length : 0 }),
   )
 
@@ -58,11 +62,21 @@ function usernameOf(request: FastifyRequest): string | undefined {
 // The header stands in for a real session or token: anyone can send it.
 function userOrAddress(request: FastifyRequest, client: ClientView): string {
   const id = request.headers['x-user-id']
-  return typeof id === 'string' && id !== '' ? userIdentifier(id) : (client.ipIdentifier ?? 'ip:unknown')
+  return typeof id === 'string' && id !== '' ? userIdentifier(id) : client.ipIdentifier
 }
 
-// A chunked body has no Content-Length and costs 0 here: a real app caps such bodies or refuses them (411).
+// The byte quota is charged before the body arrives, by the length it declares, and Node stops a
+// body at that length. A chunked upload declares none and would cost nothing: it is refused.
+async function requireContentLength(request: FastifyRequest, reply: FastifyReply) {
+  if (request.headers['content-length'] !== undefined) return
+  return reply.code(411).type('application/problem+json').send({
+    type: 'about:blank',
+    title: 'Length Required',
+    status: 411,
+    detail: 'An upload must declare its Content-Length: it is counted in bytes before it arrives.',
+  })
+}
+
 function contentLength(request: FastifyRequest): number {
-  const bytes = Number(request.headers['content-length'] ?? 0)
-  return Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : 0
+  return Number(request.headers['content-length'])
 }

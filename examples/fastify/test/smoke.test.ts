@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { Readable } from 'node:stream'
 import { createLimiter, type Limiter, MemoryStore, RedisStore, type Store } from '@tollgate/core'
 import type { FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
@@ -108,6 +109,33 @@ describe('fastify example', () => {
     const second = await upload()
     expect(second.statusCode).toBe(429)
     expect(second.headers['retry-after']).toBe('60')
+  })
+
+  // Regression: a chunked upload declares no Content-Length, cost 0, and two of 600 KB both passed.
+  it('refuses an upload without a Content-Length with 411, charging nothing, so the byte quota holds', async () => {
+    const app = await appOn()
+    // A stream payload goes without a Content-Length, as a chunked upload does.
+    const chunked = () =>
+      app.inject({
+        method: 'POST',
+        url: '/upload',
+        headers: { 'content-type': 'application/octet-stream' },
+        payload: Readable.from([Buffer.alloc(300_000), Buffer.alloc(300_000)]),
+      })
+    for (let i = 0; i < 2; i++) {
+      const refused = await chunked()
+      expect(refused.statusCode).toBe(411)
+      expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/)
+      expect(refused.headers.ratelimit).toBeUndefined()
+    }
+    const declared = await app.inject({
+      method: 'POST',
+      url: '/upload',
+      headers: { 'content-type': 'application/octet-stream' },
+      payload: Buffer.alloc(600_000),
+    })
+    expect(declared.statusCode).toBe(200)
+    expect(declared.headers.ratelimit).toBe('"upload.bytes-60s";r=400000;t=60')
   })
 
   it('does not limit /health', async () => {

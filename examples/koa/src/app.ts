@@ -35,6 +35,7 @@ export function createApp({ limiter }: AppOptions): Koa {
 
   router.post(
     '/upload',
+    requireContentLength,
     rateLimit({
       limiter,
       rule: 'upload.bytes',
@@ -49,29 +50,9 @@ export function createApp({ limiter }: AppOptions): Koa {
     },
   )
 
-  app.use(renderProblems)
   app.use(router.routes())
   app.use(router.allowedMethods())
   return app
-}
-
-// The limiter throws its refusals as HttpErrors carrying their headers and problem details (RFC
-// 9457); this answers them as application/problem+json and leaves every other error to Koa.
-async function renderProblems(ctx: Context, next: Next) {
-  try {
-    await next()
-  } catch (error) {
-    const { status, headers, problem } = (error ?? {}) as {
-      status?: number
-      headers?: Record<string, string>
-      problem?: object
-    }
-    if (!status || !problem) throw error
-    ctx.status = status
-    ctx.set(headers ?? {})
-    ctx.body = problem
-    ctx.type = 'application/problem+json'
-  }
 }
 
 // A username that is not a string (an object, a float) would make an invalid identifier.
@@ -83,11 +64,23 @@ function usernameOf(ctx: Context): string | undefined {
 // The header stands in for a real session or token: anyone can send it.
 function userOrAddress(ctx: Context, client: ClientView): string {
   const id = ctx.get('x-user-id')
-  return id ? userIdentifier(id) : (client.ipIdentifier ?? 'ip:unknown')
+  return id ? userIdentifier(id) : client.ipIdentifier
 }
 
-// A chunked body has no Content-Length and costs 0 here: a real app caps such bodies or refuses them (411).
+// The byte quota is charged before the body arrives, by the length it declares, and Node stops a
+// body at that length. A chunked upload declares none and would cost nothing: it is refused.
+async function requireContentLength(ctx: Context, next: Next) {
+  if (ctx.get('content-length') !== '') return next()
+  ctx.status = 411
+  ctx.body = {
+    type: 'about:blank',
+    title: 'Length Required',
+    status: 411,
+    detail: 'An upload must declare its Content-Length: it is counted in bytes before it arrives.',
+  }
+  ctx.type = 'application/problem+json'
+}
+
 function contentLength(ctx: Context): number {
-  const bytes = Number(ctx.get('content-length') || 0)
-  return Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : 0
+  return Number(ctx.get('content-length'))
 }

@@ -31,7 +31,7 @@ export function parseDuration(value: unknown): number | string {
   return ms
 }
 
-/** `3000` → `'3s'`, `90000` → `'90s'`, `3600000` → `'1h'`: the shortest exact spelling, used in policy names. */
+/** `3000` → `'3s'`, `90000` → `'90s'`, `3600000` → `'1h'`: the shortest exact spelling, used in the names of inline rules. */
 export function formatDuration(ms: number): string {
   for (const [unit, size] of [
     ['d', UNIT_MS.d],

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { textDigest } from './digest.js'
 import { describeValue, TollgateArgumentError, TollgateConfigError } from './errors.js'
 import type { AlgorithmName } from './rules.js'
 
@@ -10,8 +10,6 @@ import type { AlgorithmName } from './rules.js'
  * when they are short and made of characters that cannot confuse the layout, and as `#` plus
  * a SHA-256 digest otherwise. Raw parts never contain `#`, `{` or `}`, so a raw part and a
  * hashed one cannot meet, the first `{` always opens the tag and the first `}` closes it.
- * The digest covers the UTF-16 code units, not UTF-8, because UTF-8 would map every lone
- * surrogate to U+FFFD and make distinct identifiers collide.
  */
 const RAW_PART = /^[A-Za-z0-9._:@+=/-]{1,64}$/
 const ALGORITHM_CODE: Readonly<Record<AlgorithmName, string>> = {
@@ -27,7 +25,7 @@ export const MAX_IDENTIFIER_LENGTH = 16_384
 
 export function encodeKeyPart(part: string): string {
   if (RAW_PART.test(part)) return part
-  return `#${createHash('sha256').update(part, 'utf16le').digest('base64url').slice(0, 27)}`
+  return `#${textDigest(part)}`
 }
 
 export function validatePrefix(prefix: unknown): string {

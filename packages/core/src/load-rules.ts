@@ -28,11 +28,11 @@ export function loadRules(source: string | URL): RulesOptions {
   try {
     document = parse(text)
   } catch (error) {
-    throw new TollgateConfigError(`${origin} is neither a rules file nor valid YAML/JSON: ${(error as Error).message}`)
+    throw new TollgateConfigError(`${origin} is neither a rules file nor valid YAML/JSON: ${whereParsingFailed(error)}`)
   }
   if (!isPlainObject(document) || !Array.isArray(document.limits)) {
     throw new TollgateConfigError(
-      `${origin} must hold an object with a 'limits' list (or name a file that does), got ${describeValue(document)}`,
+      `${origin} must hold an object with a 'limits' list (or name a file that does), got ${shapeOf(document)}`,
     )
   }
   rejectUnknownKeys(document, new Set(['limits']), origin)
@@ -67,6 +67,25 @@ export function loadRules(source: string | URL): RulesOptions {
     }
   })
   return rules
+}
+
+/**
+ * What went wrong in the text, without the text: the parser quotes the offending lines, and the
+ * path given may name a file that holds secrets rather than rules.
+ */
+function whereParsingFailed(error: unknown): string {
+  const { code, linePos } = error as { code?: unknown; linePos?: Array<{ line: number; col: number }> }
+  const at = linePos?.[0]
+  if (typeof code !== 'string') return 'the parser failed'
+  return at ? `${code} at line ${at.line}, column ${at.col}` : code
+}
+
+/** The document's shape, never its content, for the same reason. */
+function shapeOf(document: unknown): string {
+  if (document === null || document === undefined) return 'nothing'
+  if (Array.isArray(document)) return 'a list'
+  if (typeof document !== 'object') return `a ${typeof document}`
+  return Object.hasOwn(document, 'limits') ? `an object whose 'limits' is not a list` : `an object without 'limits'`
 }
 
 const RULES_FILE = /\.(ya?ml|json)$/i

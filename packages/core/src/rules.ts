@@ -80,6 +80,9 @@ export interface Rule {
 export const MAX_WINDOWS_PER_RULE = 8
 export const MAX_CHAIN_LENGTH = 8
 
+/** Every response's header fields repeat the rule's name, and HTTP clients cap a field's size (Node's at 16 KiB for all of them). */
+export const MAX_RULE_NAME_LENGTH = 128
+
 /**
  * Counters compare `limit × period` products exactly; beyond 2^53 doubles would round.
  * The bucket algorithms divide by gcd(limit, period) first, so they accept far larger limits.
@@ -123,6 +126,11 @@ export function resolveRules(options: unknown, warn: WarningHandler): ReadonlyMa
 
 function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
   if (name.length === 0) throw new TollgateConfigError('a rule name must not be empty')
+  if (name.length > MAX_RULE_NAME_LENGTH) {
+    throw new TollgateConfigError(
+      `rule ${describeValue(name)} is ${name.length} characters long; a rule name takes at most ${MAX_RULE_NAME_LENGTH}, since every response's headers carry it`,
+    )
+  }
   const where = `rule ${q(name)}`
   if (!isPlainObject(raw)) {
     throw new TollgateConfigError(`${where} must be an object with windows, got ${describeValue(raw)}`)

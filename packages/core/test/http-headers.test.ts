@@ -135,6 +135,22 @@ describe('rateLimitHeaders: draft-10', () => {
     expect(parameters.get('t')).toBe(t)
   })
 
+  // Regression: a sliding-window counter full in its current window reported t=80 on a 60 s window.
+  it.each<[HeadersFormat, string, string]>([
+    ['draft-10', 'RateLimit', '"api-60s";r=0;t=60'],
+    ['draft-7', 'RateLimit', 'limit=20, remaining=0, reset=60'],
+    ['draft-6', 'RateLimit-Reset', '60'],
+    ['legacy', 'X-RateLimit-Reset', String(Math.ceil((NOW + 60_000) / 1000))],
+  ])('never reports a reset past the window (%s)', (format, field, value) => {
+    const refused = limitedDecision({
+      retryAfterMs: 80_000,
+      windows: [windowState({ remaining: 0, resetAtMs: NOW + 80_000, failed: true })],
+    })
+    const headers = rateLimitHeaders(refused, { ...DRAFT_10, format })
+    expect(headers[field]).toBe(value)
+    expect(headers['Retry-After']).toBe('80')
+  })
+
   it('omits qu for the default unit, request', () => {
     const headers = rateLimitHeaders(decision(), DRAFT_10)
     expect(headers['RateLimit-Policy']).toBe('"api-60s";q=20;w=60')

@@ -31,6 +31,7 @@ describe('quotaExceededProblem', () => {
       status: 429,
       detail: 'Quota exceeded for api-3s; retry in 3 s.',
       'violated-policies': ['api-3s'],
+      'identifier-kinds': ['ip'],
       'retry-after': 3,
     })
   })
@@ -49,6 +50,7 @@ describe('quotaExceededProblem', () => {
       }),
     )
     expect(problem['violated-policies']).toEqual(['auth.createToken-3s', 'api-3600s'])
+    expect(problem['identifier-kinds']).toEqual(['ip', 'user'])
     expect(problem.detail).toBe('Quota exceeded for auth.createToken-3s, api-3600s; retry in 40 s.')
     expect(problem['retry-after']).toBe(40)
   })
@@ -77,6 +79,7 @@ describe('quotaExceededProblem', () => {
       status: 429,
       detail: 'This request costs 50, more than api-60s can ever admit.',
       'violated-policies': ['api-60s'],
+      'identifier-kinds': ['ip'],
       'retry-after': null,
     })
     expect(JSON.parse(JSON.stringify(problem))).toEqual(problem)
@@ -95,6 +98,23 @@ describe('quotaExceededProblem', () => {
       }),
     )
     expect(problem.detail).toBe('This request costs 10, more than api-3s can ever admit.')
+  })
+
+  // Regression: a refusal named the tightest window but not whether the address or the user refused.
+  it('names the kind of each refusing identifier, never the identifier itself', () => {
+    const problem = quotaExceededProblem(
+      limitedDecision({
+        windows: [
+          windowState({ identifier: 'ip:203.0.113.7', failed: false }),
+          windowState({ identifier: 'user:alice@example.com', failed: true }),
+          windowState({ identifier: 'alice@example.com', periodMs: 3_000, failed: true }),
+          windowState({ identifier: 'tenant 42:x', periodMs: 3_000, failed: true }),
+        ],
+      }),
+    )
+    expect(problem['identifier-kinds']).toEqual(['user'])
+    expect(JSON.stringify(problem)).not.toContain('alice')
+    expect(JSON.stringify(problem)).not.toContain('tenant')
   })
 
   it('writes names that are safe in a header (non-ASCII percent-encoded)', () => {

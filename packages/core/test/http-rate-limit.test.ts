@@ -143,24 +143,24 @@ describe('createRateLimit: options are checked at construction', () => {
 describe('createRateLimit: check', () => {
   it('answers an allowed request with continue and draft-10 headers', async () => {
     const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 2, period: '1m' }] })
-    expect(limit.rule).toBe('default')
+    expect(limit.rule).toBe('inline:sliding-log:2/1m')
     const verdict = await limit.check({}, view())
     expect(verdict).toEqual({
       action: 'continue',
       headers: {
-        'RateLimit-Policy': '"default-60s";q=2;w=60',
-        RateLimit: '"default-60s";r=1;t=60',
+        'RateLimit-Policy': '"inline:sliding-log:2/1m-60s";q=2;w=60',
+        RateLimit: '"inline:sliding-log:2/1m-60s";r=1;t=60',
       },
       decision: {
         allowed: true,
         reason: 'ok',
-        rule: 'default',
+        rule: 'inline:sliding-log:2/1m',
         cost: 1,
         retryAfterMs: 0,
         nowMs: T,
         windows: [
           {
-            rule: 'default',
+            rule: 'inline:sliding-log:2/1m',
             identifier: 'ip:203.0.113.7',
             limit: 2,
             periodMs: 60_000,
@@ -181,8 +181,9 @@ describe('createRateLimit: check', () => {
       type: QUOTA_EXCEEDED,
       title: 'Request cannot be satisfied as assigned quota has been exceeded',
       status: 429,
-      detail: 'Quota exceeded for default-60s; retry in 60 s.',
-      'violated-policies': ['default-60s'],
+      detail: 'Quota exceeded for inline:sliding-log:1/1m-60s; retry in 60 s.',
+      'violated-policies': ['inline:sliding-log:1/1m-60s'],
+      'identifier-kinds': ['ip'],
       'retry-after': 60,
     }
     expect(verdict).toMatchObject({
@@ -191,8 +192,8 @@ describe('createRateLimit: check', () => {
       contentType: 'application/problem+json',
       headers: {
         'Retry-After': '60',
-        'RateLimit-Policy': '"default-60s";q=1;w=60',
-        RateLimit: '"default-60s";r=0;t=60',
+        'RateLimit-Policy': '"inline:sliding-log:1/1m-60s";q=1;w=60',
+        RateLimit: '"inline:sliding-log:1/1m-60s";r=0;t=60',
       },
       problem,
       decision: { allowed: false, reason: 'limited', retryAfterMs: 60_000 },
@@ -213,7 +214,10 @@ describe('createRateLimit: check', () => {
       expect(verdict).toMatchObject({
         action: 'respond',
         status: 429,
-        problem: { 'retry-after': null, detail: 'This request costs 6, more than default-60s can ever admit.' },
+        problem: {
+          'retry-after': null,
+          detail: 'This request costs 6, more than inline:sliding-log:5/1m-60s can ever admit.',
+        },
       })
       expect(verdict.headers).not.toHaveProperty('Retry-After')
     }
@@ -236,8 +240,8 @@ describe('createRateLimit: check', () => {
       partitionKey: true,
     })
     const { headers } = await limit.check({}, view())
-    expect(headers['RateLimit-Policy']).toBe('"default-60s";q=1000;w=60;qu="content-bytes"')
-    expect(headers.RateLimit).toMatch(/^"default-60s";r=999;t=60;pk=:[A-Za-z0-9+/]{16}:$/)
+    expect(headers['RateLimit-Policy']).toBe('"inline:sliding-log:1000/1m-60s";q=1000;w=60;qu="content-bytes"')
+    expect(headers.RateLimit).toMatch(/^"inline:sliding-log:1000\/1m-60s";r=999;t=60;pk=:[A-Za-z0-9+/]{16}:$/)
   })
 
   it('keys pk with the secret it is given, the same on every server', async () => {
@@ -337,6 +341,53 @@ describe('createRateLimit: identity', () => {
     expect(onWarning).not.toHaveBeenCalled()
   })
 
+  // Regression: with Fastify 5's trustProxy: 1 (which trusts no peer) every client behind the proxy
+  // counted as the proxy, and no warning fired because a proxy was trusted.
+  it("warns once when X-Forwarded-For arrives but the address decided on is the peer's", async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 5, period: '1m' }], onWarning })
+    const behindProxy = { forwardedFor: '203.0.113.7', proxyTrusted: true, socketAddress: '127.0.0.1' }
+    await limit.check({}, view('203.0.113.7', behindProxy))
+    expect(onWarning).not.toHaveBeenCalled()
+    await limit.check({}, view('127.0.0.1', behindProxy))
+    await limit.check({}, view('127.0.0.1', behindProxy))
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('connecting peer'), 'TG_FORWARDED_FOR_UNUSED')
+  })
+
+  // Regression: 'X-Forwarded-For: 203.0.113.7:51234', as some load balancers send it, made every
+  // request a TG_INVALID_ARGUMENT rejection (a 500), uncounted.
+  it.each([
+    ['203.0.113.7:51234', '203.0.113.7', 'ip:203.0.113.7'],
+    ['[2001:db8::1]:443', '2001:db8::1', 'ip:2001:db8::/56'],
+  ])('counts the address %s without its port, as %s', async (withPort, plain, identifier) => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 2, period: '1m' }], onWarning })
+    expect(await identifierOf(limit, withPort)).toBe(identifier)
+    expect(await identifierOf(limit, plain)).toBe(identifier)
+    expect((await limit.check({}, view(withPort))).action).toBe('respond')
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('port'), 'TG_UNPARSEABLE_CLIENT_ADDRESS')
+  })
+
+  // Regression: 'X-Forwarded-For: unknown' made every request a 500, uncounted.
+  it('counts an address that does not parse under a digest of its text, and warns once', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 2, period: '1m' }], onWarning })
+    const unknown = await identifierOf(limit, 'unknown')
+    expect(unknown).toMatch(/^ip:#[A-Za-z0-9_-]{27}$/)
+    expect(await identifierOf(limit, 'unknown')).toBe(unknown)
+    expect((await limit.check({}, view('unknown'))).action).toBe('respond')
+    const other = await identifierOf(limit, '203.0.113.7:99999')
+    expect(other).toMatch(/^ip:#/)
+    expect(other).not.toBe(unknown)
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(
+      expect.stringContaining('not an IP address'),
+      'TG_UNPARSEABLE_CLIENT_ADDRESS',
+    )
+  })
+
   it('emits process warnings by default', async () => {
     const emitWarning = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     try {
@@ -370,6 +421,67 @@ describe('createRateLimit: identity', () => {
     expect(onWarning).not.toHaveBeenCalled()
   })
 
+  // Regression: a user id of 20,000 characters made the decision throw (a 500), and the address
+  // that sent it was not charged either.
+  it('counts an over-long user id as its kind and a digest, and still charges the address', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: [{ limit: 2, period: '1m' }],
+      identify: byIpAndUser((req) => req.user),
+      onWarning,
+    })
+    const long = 'x'.repeat(20_000)
+    const first = await limit.check({ user: long }, view('198.51.100.1'))
+    const ids = first.decision?.windows.map((w) => w.identifier)
+    expect(ids?.[0]).toBe('ip:198.51.100.1')
+    expect(ids?.[1]).toMatch(/^user:#[A-Za-z0-9_-]{27}$/)
+    expect((await limit.check({ user: long }, view('198.51.100.2'))).decision?.windows[1]?.identifier).toBe(ids?.[1])
+    expect(await limit.check({ user: long }, view('198.51.100.3'))).toMatchObject({ action: 'respond', status: 429 })
+    expect(await limit.check({}, view('198.51.100.1'))).toMatchObject({ action: 'continue' })
+    expect(await limit.check({}, view('198.51.100.1'))).toMatchObject({ action: 'respond', status: 429 })
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('16,384'), 'TG_UNUSABLE_IDENTIFIER')
+  })
+
+  // Regression: a username that arrived as a JSON object made userIdentifier throw (a 500), and the
+  // address was not charged.
+  it('counts a request whose user id userIdentifier refuses for its address alone', async () => {
+    const onWarning = vi.fn()
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: ONE_PER_MINUTE,
+      identify: byIpAndUser((req) => req.user),
+      onWarning,
+    })
+    for (const user of [{ $ne: null }, 1.5, Number.NaN] as unknown as number[]) {
+      const verdict = await limit.check({ user }, view(`198.51.100.${String(user).length}`))
+      expect(verdict.decision?.windows.map((w) => w.identifier)).toEqual([`ip:198.51.100.${String(user).length}`])
+    }
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('TollgateArgumentError'), 'TG_UNUSABLE_IDENTIFIER')
+  })
+
+  it('leaves out what identify returns that is not an identifier, keeps repeats once, and falls back to the address', async () => {
+    const onWarning = vi.fn()
+    let returned: unknown
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: [{ limit: 5, period: '1m' }],
+      identify: () => returned as string,
+      onWarning,
+    })
+    const identifiers = async (value: unknown) => {
+      returned = value
+      return (await limit.check({}, view())).decision?.windows.map((w) => w.identifier)
+    }
+    expect(await identifiers(['user:1', 42, '', null, 'user:1'])).toEqual(['user:1'])
+    expect(await identifiers([])).toEqual(['ip:203.0.113.7'])
+    expect(await identifiers(undefined)).toEqual(['ip:203.0.113.7'])
+    expect(await identifiers(['key:a', 'key:b'])).toEqual(['key:a', 'key:b'])
+    expect(onWarning.mock.calls.map(([, code]) => code)).toEqual(['TG_UNUSABLE_IDENTIFIER', 'TG_UNUSABLE_IDENTIFIER'])
+  })
+
   it('rejects when identify throws, without charging', async () => {
     const limit = rateLimit({
       store: memoryStore(),
@@ -382,16 +494,102 @@ describe('createRateLimit: identity', () => {
   })
 })
 
+describe('createRateLimit: inline windows', () => {
+  it('names inline windows after what they count, windows in order of period', () => {
+    expect(rateLimit({ windows: [{ limit: 100, period: '1m' }] }).rule).toBe('inline:sliding-log:100/1m')
+    expect(
+      rateLimit({
+        windows: [
+          { limit: 20, period: 60_000 },
+          { limit: 5, period: '3s' },
+        ],
+        algorithm: 'gcra',
+      }).rule,
+    ).toBe('inline:gcra:5/3s,20/1m')
+    expect(rateLimit({ windows: [{ limit: 1, period: '1500ms' }], rule: 'login' }).rule).toBe('login')
+  })
+
+  // Regression: every middleware's inline windows were rule 'default', so on one store five
+  // requests through a 100 a minute middleware made the first through a 2 a minute one a 429.
+  it('keeps two middlewares with different inline windows on one store apart', async () => {
+    const store = memoryStore()
+    const wide = rateLimit({ store, windows: [{ limit: 100, period: '1m' }] })
+    const narrow = rateLimit({ store, windows: [{ limit: 2, period: '1m' }] })
+    for (let i = 0; i < 5; i++) expect((await wide.check({}, view())).action).toBe('continue')
+    const first = await narrow.check({}, view())
+    expect(first.action).toBe('continue')
+    expect(first.headers.RateLimit).toBe('"inline:sliding-log:2/1m-60s";r=1;t=60')
+  })
+
+  it('lets middlewares with the same inline windows share their counts, as documented', async () => {
+    const store = memoryStore()
+    const a = rateLimit({ store, windows: [{ limit: 2, period: '1m' }] })
+    const b = rateLimit({ store, windows: [{ limit: 2, period: 60_000 }] })
+    await a.check({}, view())
+    await b.check({}, view())
+    expect((await a.check({}, view())).action).toBe('respond')
+  })
+
+  it('names inline windows too long to spell out by their algorithm and a digest, the same each time', () => {
+    const windows = Array.from({ length: 8 }, (_, i) => ({ limit: 1_000_000_000 + i, period: `${i + 1}s` }))
+    const name = rateLimit({ windows, algorithm: 'token-bucket' }).rule
+    expect(name).toMatch(/^inline:token-bucket:#[A-Za-z0-9_-]{27}$/)
+    expect(rateLimit({ windows, algorithm: 'token-bucket' }).rule).toBe(name)
+  })
+
+  it("names invalid inline windows 'inline' in the error", () => {
+    expectConfigError(
+      () => createRateLimit({ windows: [{ limit: 0, period: '1m' }] }),
+      "rule 'inline', window 0: limit",
+    )
+    expectConfigError(() => createRateLimit({ windows: [{ limit: 1, period: 'soon' }] }), "rule 'inline', window 0")
+  })
+})
+
+describe('createRateLimit: a sliding-window counter', () => {
+  // Regression: a counter full in its current window frees its next unit only once that window has
+  // become the previous one, and the RateLimit field said t=80 of a 60 s window.
+  it('never reports t past its window, while Retry-After keeps the exact wait', async () => {
+    const store = new MemoryStore({ clock: () => T + 40_000, sweepIntervalMs: 0 })
+    const limit = rateLimit({ store, windows: ONE_PER_MINUTE, algorithm: 'sliding-window' })
+    const admitted = await limit.check({}, view())
+    expect(admitted.decision?.windows[0]?.resetAtMs).toBe(T + 120_000)
+    expect(admitted.headers.RateLimit).toBe('"inline:sliding-window:1/1m-60s";r=0;t=60')
+    const refused = await limit.check({}, view())
+    expect(refused.headers).toMatchObject({
+      'Retry-After': '80',
+      RateLimit: '"inline:sliding-window:1/1m-60s";r=0;t=60',
+    })
+  })
+})
+
+describe('createRateLimit: the options an adapter adds', () => {
+  // Regression: the Koa and Fastify errors for an unknown option listed every option but theirs.
+  it('lists them among the known options of an unknown-option error', () => {
+    expectConfigError(
+      () => createRateLimit({ windows: ONE_PER_MINUTE, thorw: true } as RateLimitOptions<Req>, ['throw']),
+      "unknown option 'thorw'",
+      "'onWarning', 'throw'",
+    )
+    const base = rateLimit({ windows: ONE_PER_MINUTE })
+    expectConfigError(
+      () => createRouteRateLimit(base, { hok: 'x' } as Partial<RateLimitOptions<Req>>, 'GET /', ['hook']),
+      "unknown option 'hok'",
+      "'hook'",
+    )
+  })
+})
+
 describe('createRateLimit: cost', () => {
   it('charges a fixed cost', async () => {
     const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 10, period: '1m' }], cost: 4 })
-    expect((await limit.check({}, view())).headers.RateLimit).toBe('"default-60s";r=6;t=60')
+    expect((await limit.check({}, view())).headers.RateLimit).toBe('"inline:sliding-log:10/1m-60s";r=6;t=60')
   })
 
   it('charges cost 0 without counting', async () => {
     const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, cost: 0 })
     await limit.check({}, view())
-    expect((await limit.check({}, view())).headers.RateLimit).toBe('"default-60s";r=1;t=0')
+    expect((await limit.check({}, view())).headers.RateLimit).toBe('"inline:sliding-log:1/1m-60s";r=1;t=0')
   })
 
   it('charges what a cost function returns', async () => {
@@ -400,7 +598,9 @@ describe('createRateLimit: cost', () => {
       windows: [{ limit: 100, period: '1m' }],
       cost: (req) => req.bytes ?? 0,
     })
-    expect((await limit.check({ bytes: 60 }, view())).headers.RateLimit).toBe('"default-60s";r=40;t=60')
+    expect((await limit.check({ bytes: 60 }, view())).headers.RateLimit).toBe(
+      '"inline:sliding-log:100/1m-60s";r=40;t=60',
+    )
     const refused = await limit.check({ bytes: 41 }, view())
     expect(refused).toMatchObject({ action: 'respond', status: 429, decision: { cost: 41 } })
   })
@@ -430,7 +630,10 @@ describe('createRateLimit: dryRun, onLimited and problem', () => {
     const verdict = await limit.check({ path: '/x' }, view())
     expect(verdict).toMatchObject({
       action: 'continue',
-      headers: { 'RateLimit-Policy': '"default-60s";q=1;w=60', RateLimit: '"default-60s";r=0;t=60' },
+      headers: {
+        'RateLimit-Policy': '"inline:sliding-log:1/1m-60s";q=1;w=60',
+        RateLimit: '"inline:sliding-log:1/1m-60s";r=0;t=60',
+      },
       decision: { allowed: true, reason: 'dry-run', windows: [{ failed: true, remaining: 0 }] },
     })
     expect(verdict.headers).not.toHaveProperty('Retry-After')
@@ -538,7 +741,7 @@ describe('createRateLimit: close', () => {
   it('closes a limiter it made', async () => {
     const limit = createRateLimit<Req>({ store: memoryStore(), windows: ONE_PER_MINUTE })
     await limit.close()
-    await expect(limit.limiter.consume('default', 'ip:203.0.113.7')).rejects.toMatchObject({ code: 'TG_CLOSED' })
+    await expect(limit.limiter.consume(limit.rule, 'ip:203.0.113.7')).rejects.toMatchObject({ code: 'TG_CLOSED' })
     await expect(limit.check({}, view())).rejects.toBeInstanceOf(TollgateError)
   })
 
@@ -589,6 +792,16 @@ describe('createRouteRateLimit', () => {
     const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
     await createRouteRateLimit(base, { rule: 'search' }).close()
     expect((await base.check({}, view())).action).toBe('continue')
+  })
+
+  it('names inline windows after a route id too long for a rule name by its start and a digest', () => {
+    const base = rateLimit({ store: memoryStore(), rules, rule: 'api' })
+    const routeId = `GET /${'segment/'.repeat(40)}`
+    const engine = createRouteRateLimit(base, { windows: ONE_PER_MINUTE }, routeId)
+    opened.push(engine)
+    expect(engine.rule).toHaveLength(128)
+    expect(engine.rule.startsWith('GET /segment/')).toBe(true)
+    expect(engine.rule).toMatch(/#[A-Za-z0-9_-]{27}$/)
   })
 
   it('asks a route with windows of its own for a name when it has no route id', () => {
@@ -689,12 +902,10 @@ describe('byIpAndUser', () => {
     expect(await identify({}, client)).toEqual(['ip:203.0.113.7'])
   })
 
-  it('uses ip:unknown without an address', async () => {
-    const identify = byIpAndUser((req: Req) => req.user)
-    expect(await identify({ user: 'alice' }, { ip: undefined, ipIdentifier: undefined })).toEqual([
-      'ip:unknown',
-      'user:alice',
-    ])
+  it("uses the engine's ip:unknown without an address", async () => {
+    const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, identify: byIpAndUser((r) => r.user) })
+    const verdict = await limit.check({ user: 'alice' }, NO_ADDRESS)
+    expect(verdict.decision?.windows.map((w) => w.identifier)).toEqual(['ip:unknown', 'user:alice'])
   })
 
   it('charges both identifiers in one decision through createRateLimit', async () => {

@@ -292,6 +292,20 @@ describe('loadRules refuses', () => {
     expect(loadError(path).message).toContain(`${path} must hold an object with a 'limits' list`)
   })
 
+  // Regression: loadRules('/etc/passwd') quoted the file's first characters in its error.
+  it.each([
+    ['a passwd-like file', 'root:x:0:0:root:/root:/bin/bash\nsecret:x:1:1:hunter2:/home:/bin/sh\n', 'a string'],
+    ['a file the parser rejects', 'root:x:0:0\nsecret: hunter2\n  bad: [\n', 'at line'],
+    ['an object without limits', 'password: hunter2\n', "an object without 'limits'"],
+  ])('the name of %s, without quoting what it holds', (_, content, shown) => {
+    const path = writeRules(`secrets-${shown.length}.txt`, content)
+    const message = loadError(path).message
+    expect(message).toContain(path)
+    expect(message).toContain(shown)
+    expect(message).not.toContain('hunter2')
+    expect(message).not.toContain('root')
+  })
+
   it('something that is neither text nor a URL', () => {
     expect(loadError(42 as unknown as string).message).toContain(
       'loadRules takes YAML or JSON text or a file path, got 42',

@@ -241,6 +241,17 @@ describe('rules', () => {
     expect(rulesError({ '': seed })).toContain('a rule name must not be empty')
   })
 
+  // Regression: a 20,000-character rule name made every response's headers larger than Node's
+  // HTTP client accepts.
+  it('refuses a rule name longer than 128 characters, naming its start and its length', () => {
+    const message = rulesError({ [`api.${'x'.repeat(19_996)}`]: seed })
+    expect(message).toContain('"api.xxxx')
+    expect(message).toContain('20000 characters')
+    expect(message).toContain('at most 128')
+    expect(message.length).toBeLessThan(300)
+    expect(() => createLimiter({ rules: { ['r'.repeat(128)]: seed } })).not.toThrow()
+  })
+
   it('refuses empty rules', () => {
     expect(rulesError({})).toContain('option rules must hold at least one rule')
   })

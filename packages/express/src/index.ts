@@ -38,6 +38,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         forwardedFor: req.headers['x-forwarded-for'],
         // Express keeps the setting as given (true, a hop count, addresses or a function), not a boolean.
         proxyTrusted: Boolean(req.app.get('trust proxy')),
+        socketAddress: req.socket.remoteAddress,
       })
       res.set(verdict.headers)
       if (verdict.action === 'respond') {

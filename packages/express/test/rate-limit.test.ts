@@ -39,18 +39,22 @@ describe.each([
     })
 
     const first = await request(app).get('/').expect(200, 'ok')
-    expect(first.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
-    expect(first.headers.ratelimit).toBe('"default-10s";r=1;t=10')
+    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
     const second = await request(app).get('/').expect(200, 'ok')
-    expect(second.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(second.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
 
     const refused = await request(app).get('/').expect(429)
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
-    expect(refused.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
-    expect(refused.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     const problem = JSON.parse(refused.text)
-    expect(problem).toMatchObject({ status: 429, 'violated-policies': ['default-10s'], 'retry-after': 10 })
+    expect(problem).toMatchObject({
+      status: 429,
+      'violated-policies': ['inline:sliding-log:2/10s-10s'],
+      'retry-after': 10,
+    })
   })
 
   it('limits only the route it is given to', async () => {
@@ -76,7 +80,7 @@ describe.each([
     })
 
     const { body } = await request(app).get('/').expect(200)
-    expect(body).toMatchObject({ allowed: true, reason: 'ok', rule: 'default', cost: 1, nowMs: T })
+    expect(body).toMatchObject({ allowed: true, reason: 'ok', rule: 'inline:sliding-log:2/10s', cost: 1, nowMs: T })
   })
 
   it('hands a throwing identify to the app error handler (500), not to an unhandled rejection', async () => {

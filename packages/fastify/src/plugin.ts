@@ -1,11 +1,4 @@
-import {
-  createRateLimit,
-  createRouteRateLimit,
-  type Decision,
-  type RateLimit,
-  type RateLimitVerdict,
-  TollgateConfigError,
-} from '@tollgate/core'
+import { createRateLimit, createRouteRateLimit, type RateLimit, TollgateConfigError } from '@tollgate/core'
 import type { FastifyPluginAsync, FastifyRequest, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import {
@@ -18,27 +11,9 @@ import {
 import { type RateLimitHook, rateLimitHook } from './rate-limit-hook.js'
 import { requestView } from './request-view.js'
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** This route's limit: options that override the plugin's, or `false` for no limit. */
-    rateLimit?: RouteRateLimitOptions | false
-  }
-  interface FastifyRequest {
-    /** The decision that let this request through; undefined when no limit ran or `skip` skipped it. */
-    rateLimit?: Decision
-  }
-  interface FastifyInstance {
-    tollgate: {
-      /** The plugin-wide engine, made from the plugin's options; undefined with `global: false` and no rule of the plugin's own. */
-      readonly limit: RateLimit<FastifyRequest> | undefined
-      /**
-       * Checks a limit by hand and returns the verdict for you to apply. With `route`, the
-       * engine for those route options, made once per options object.
-       */
-      check(request: FastifyRequest, route?: RouteRateLimitOptions): Promise<RateLimitVerdict>
-    }
-  }
-}
+/** The plugin's own options, which core is told of only to list them when an option is unknown. */
+const PLUGIN_OPTIONS = ['global', 'hook']
+const ROUTE_OPTIONS = ['hook']
 
 interface RouteLimit {
   engine: RateLimit<FastifyRequest>
@@ -54,7 +29,8 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
   const ownRule = ['limiter', 'rules', 'windows'].some(
     (key) => (rateLimitOptions as Record<string, unknown>)[key] !== undefined,
   )
-  const limit = limitEveryRoute || ownRule ? createRateLimit<FastifyRequest>(rateLimitOptions) : undefined
+  const limit =
+    limitEveryRoute || ownRule ? createRateLimit<FastifyRequest>(rateLimitOptions, PLUGIN_OPTIONS) : undefined
   const pluginLimit: RouteLimit | undefined = limit && { engine: limit, hook, run: rateLimitHook(limit) }
   const enginesToClose = limit ? [limit] : []
   const routeLimits = new WeakMap<RouteRateLimitOptions, RouteLimit>()
@@ -66,7 +42,12 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
     // Anything but an object goes to core as given, for core's own error.
     const { hook: routeHook = hook, ...overrides } = isRecord(route) ? route : {}
     const checkedRouteHook = checkedHook(routeHook, 'route option hook')
-    const engine = createRouteRateLimit(limit ?? rateLimitOptions, isRecord(route) ? overrides : route, routeId)
+    const engine = createRouteRateLimit(
+      limit ?? rateLimitOptions,
+      isRecord(route) ? overrides : route,
+      routeId,
+      ROUTE_OPTIONS,
+    )
     // A route naming only a rule shares the plugin's limiter: nothing of its own to close.
     if (engine.limiter !== limit?.limiter) enginesToClose.push(engine)
     made = { engine, hook: checkedRouteHook, run: rateLimitHook(engine) }

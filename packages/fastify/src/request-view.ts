@@ -8,5 +8,6 @@ export function requestView(request: FastifyRequest): RequestView {
     // Fastify defines `request.ips` only when `trustProxy` is set, and `initialConfig` does not
     // carry `trustProxy`, so this is the one public sign of the setting.
     proxyTrusted: request.ips !== undefined,
+    socketAddress: request.socket.remoteAddress,
   }
 }

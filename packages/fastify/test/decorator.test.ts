@@ -12,13 +12,13 @@ describe('what the plugin adds to Fastify', () => {
     expect((await app.inject('/')).json()).toEqual({
       allowed: true,
       reason: 'ok',
-      rule: 'default',
+      rule: 'inline:sliding-log:2/10s',
       cost: 1,
       retryAfterMs: 0,
       nowMs: NOW,
       windows: [
         {
-          rule: 'default',
+          rule: 'inline:sliding-log:2/10s',
           identifier: 'ip:127.0.0.1',
           limit: 2,
           periodMs: 10_000,
@@ -41,9 +41,9 @@ describe('what the plugin adds to Fastify', () => {
 
     const first = await app.inject('/')
     expect(first.json()).toEqual({ ok: true })
-    expect(first.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(first.headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
     expect((await app.inject('/')).statusCode).toBe(429)
-    expect(app.tollgate.limit?.rule).toBe('default')
+    expect(app.tollgate.limit?.rule).toBe('inline:sliding-log:1/10s')
   })
 
   it('fastify.tollgate.check with route options makes that engine once per options object', async () => {

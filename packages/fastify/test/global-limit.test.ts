@@ -1,4 +1,5 @@
 import type { Store } from '@tollgate/core'
+import type { FastifyServerOptions } from 'fastify'
 import { describe, expect, it, vi } from 'vitest'
 import { appWith } from './app.js'
 
@@ -10,25 +11,26 @@ describe('the plugin-wide limit', () => {
 
     const first = await app.inject('/')
     expect(first.statusCode).toBe(200)
-    expect(first.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
-    expect(first.headers.ratelimit).toBe('"default-10s";r=1;t=10')
+    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
     const second = await app.inject('/')
     expect(second.statusCode).toBe(200)
-    expect(second.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(second.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
 
     const refused = await app.inject('/')
     expect(refused.statusCode).toBe(429)
     // Fastify adds the charset to every string body it sends.
     expect(refused.headers['content-type']).toBe('application/problem+json; charset=utf-8')
-    expect(refused.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
-    expect(refused.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     expect(refused.json()).toEqual({
       type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
       title: 'Request cannot be satisfied as assigned quota has been exceeded',
       status: 429,
-      detail: 'Quota exceeded for default-10s; retry in 10 s.',
-      'violated-policies': ['default-10s'],
+      detail: 'Quota exceeded for inline:sliding-log:2/10s-10s; retry in 10 s.',
+      'violated-policies': ['inline:sliding-log:2/10s-10s'],
+      'identifier-kinds': ['ip'],
       'retry-after': 10,
     })
     expect(handler).toHaveBeenCalledTimes(2)
@@ -87,7 +89,7 @@ describe('the plugin-wide limit', () => {
       expect(health.json()).toEqual({ decision: null })
       expect(health.headers.ratelimit).toBeUndefined()
     }
-    expect((await app.inject('/')).headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
   })
 
   it('tells clients apart by the forwarded address when Fastify trusts the proxy, without a warning', async () => {
@@ -101,6 +103,42 @@ describe('the plugin-wide limit', () => {
     expect([first.statusCode, other.statusCode, again.statusCode]).toEqual([200, 200, 429])
     expect(first.json()).toEqual({ ip: '203.0.113.7' })
     expect(onWarning).not.toHaveBeenCalled()
+  })
+
+  // What packages/fastify/README.md advises for a proxy, from that proxy's address (inject's remoteAddress).
+  it.each<[string, FastifyServerOptions['trustProxy']]>([
+    ["the proxy's address", '127.0.0.1'],
+    ['its addresses as a list', ['127.0.0.1', '10.0.0.0/8']],
+    ['true, for a server only the proxy can reach', true],
+  ])('behind one proxy, trusting %s, counts each client apart, without a warning', async (_, trustProxy) => {
+    const onWarning = vi.fn()
+    const app = await appWith({ windows: [{ limit: 1, period: '10s' }], onWarning }, { trustProxy })
+    app.get('/', async (request) => ({ ip: request.ip }))
+    const via = (client: string) =>
+      app.inject({ url: '/', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': client } })
+
+    const first = await via('203.0.113.7')
+    expect(first.json()).toEqual({ ip: '203.0.113.7' })
+    expect([(await via('198.51.100.9')).statusCode, (await via('203.0.113.7')).statusCode]).toEqual([200, 429])
+    expect(onWarning).not.toHaveBeenCalled()
+  })
+
+  // Regression: the README advised trustProxy: 1 for one hop, which Fastify 5 takes as trusting no
+  // peer: every client behind the proxy then counted as the proxy, and nothing warned.
+  it('warns once when a hop count leaves every client counted as the proxy', async () => {
+    const onWarning = vi.fn()
+    // Plain JavaScript passes it; the types of recent Fastify 5 releases no longer take a number.
+    const hops = { trustProxy: 1 } as unknown as FastifyServerOptions
+    const app = await appWith({ windows: [{ limit: 5, period: '10s' }], onWarning }, hops)
+    app.get('/', async (request) => ({ ip: request.ip }))
+    const via = (client: string) =>
+      app.inject({ url: '/', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': client } })
+
+    expect((await via('203.0.113.7')).json()).toEqual({ ip: '127.0.0.1' })
+    const second = await via('198.51.100.9')
+    expect(second.headers.ratelimit).toBe('"inline:sliding-log:5/10s-10s";r=3;t=10')
+    expect(onWarning).toHaveBeenCalledTimes(1)
+    expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('trustProxy: 1'), 'TG_FORWARDED_FOR_UNUSED')
   })
 
   it('warns once when X-Forwarded-For arrives and Fastify trusts no proxy', async () => {

@@ -20,7 +20,7 @@ describe('a route with its own config.rateLimit', () => {
     expect(refused.headers['retry-after']).toBe('60')
     expect(refused.json()['violated-policies']).toEqual(['strict-60s'])
 
-    expect((await app.inject('/')).headers.ratelimit).toBe('"default-10s";r=1;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
   })
 
   it('with false, gets no headers and is never refused', async () => {
@@ -94,15 +94,17 @@ describe('a route with its own config.rateLimit', () => {
     })
     app.get('/', ok)
 
-    expect((await app.inject('/')).headers.ratelimit).toBe('"default-10s";r=4;t=10')
-    expect((await app.inject('/')).headers.ratelimit).toBe('"default-10s";r=3;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:5/10s-10s";r=4;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:5/10s-10s";r=3;t=10')
   })
 
   it('throws at route registration, naming the route, when its options are invalid', async () => {
     const app = await appWith({ windows: [{ limit: 5, period: '10s' }] })
 
     expect(() => app.get('/a', { config: { rateLimit: { rule: 'nope' } } }, ok)).toThrow(
-      new TollgateConfigError(`route GET /a: option rule "nope" is not one of the limiter's rules: default`),
+      new TollgateConfigError(
+        `route GET /a: option rule "nope" is not one of the limiter's rules: inline:sliding-log:5/10s`,
+      ),
     )
     expect(() => app.get('/b', { config: { rateLimit: { windows: [{ limit: 0, period: '1s' }] } } }, ok)).toThrow(
       new TollgateConfigError("route GET /b: rule 'GET /b', window 0: limit must be a positive integer, got 0"),
@@ -129,7 +131,7 @@ describe('with global: false', () => {
       expect(open.statusCode).toBe(200)
       expect(open.headers.ratelimit).toBeUndefined()
     }
-    expect((await app.inject('/limited')).headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect((await app.inject('/limited')).headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
     expect((await app.inject('/limited')).statusCode).toBe(429)
   })
 

@@ -21,11 +21,12 @@ declare module 'koa' {
 /** The options of `rateLimit`: `@tollgate/core`'s HTTP options, with Koa's `ctx` as the request, and `throw`. */
 export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
   /**
-   * Throw the 429 (or 503) as an `HttpError` for the app's error handling, carrying `status`,
-   * `expose`, `headers`, `problem` and `decision`; or, with `false`, respond directly with the
-   * `application/problem+json` body.
-   * @default true
-   * @example rateLimit({ windows: [{ limit: 5, period: '1m' }], throw: false })
+   * With `false`, the middleware answers a refusal itself, with the `application/problem+json`
+   * body Express and Fastify answer, whatever error handling the app has. With `true`, it throws
+   * the 429 (or 503) as an `HttpError` for the app's error handling to shape, carrying `status`,
+   * `expose`, `headers`, `problem` and `decision`.
+   * @default false
+   * @example rateLimit({ windows: [{ limit: 5, period: '1m' }], throw: true })
    */
   throw?: boolean
 }
@@ -47,18 +48,23 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
   const [throwError, coreOptions] = splitThrow(options)
   if (typeof throwError !== 'boolean')
     throw new TollgateConfigError(`option throw must be a boolean, got ${inspect(throwError)}`)
-  const limit = createRateLimit<Context>(coreOptions)
+  const limit = createRateLimit<Context>(coreOptions, KOA_OPTIONS)
 
   const middleware: Middleware = async (ctx, next) => {
     const verdict = await limit.check(ctx, {
       ip: ctx.ip,
       forwardedFor: ctx.get('x-forwarded-for') || undefined,
       proxyTrusted: Boolean(ctx.app.proxy),
+      socketAddress: ctx.req.socket.remoteAddress,
     })
     ctx.set(verdict.headers)
     if (verdict.action === 'continue') {
       ctx.state.rateLimit = verdict.decision
-      await next()
+      try {
+        await next()
+      } catch (error) {
+        throw withHeaders(error, verdict.headers)
+      }
     } else if (throwError) {
       const { problem, decision, headers } = verdict
       // Koa's default error handler clears every header and then sets the error's own, so they travel with it.
@@ -77,10 +83,24 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
   return Object.assign(middleware, { limit, close: () => limit.close() })
 }
 
+const KOA_OPTIONS = ['throw']
+
 /** Core rejects keys it does not know, so the Koa-only option leaves before the rest reach it. */
 function splitThrow(options: KoaRateLimitOptions): [unknown, RateLimitOptions<Context>] {
   // Anything without the key, objects or not, goes to core as given, for core's own checks.
-  if (options == null || !Object.hasOwn(options, 'throw')) return [true, options]
-  const { throw: throwError = true, ...coreOptions } = options
+  if (options == null || !Object.hasOwn(options, 'throw')) return [false, options]
+  const { throw: throwError = false, ...coreOptions } = options
   return [throwError, coreOptions]
+}
+
+/**
+ * A later middleware's error carries the rate limit headers too: Koa's default error handler
+ * clears every header before it sets the error's own, which Express and Fastify never do. The
+ * error's own fields win over ours.
+ */
+function withHeaders(error: unknown, headers: Record<string, string>): unknown {
+  if (typeof error !== 'object' || error === null || Object.keys(headers).length === 0) return error
+  const own = (error as { headers?: unknown }).headers
+  Reflect.set(error, 'headers', typeof own === 'object' && own !== null ? { ...headers, ...own } : headers)
+  return error
 }

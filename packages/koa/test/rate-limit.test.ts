@@ -40,25 +40,25 @@ describe.each([
     return app
   }
 
-  it('allows exactly the limit, then throws a 429 that keeps the draft-10 headers through the default error handler', async () => {
-    const server = appWith(limitOf(), ok).callback()
+  it('allows exactly the limit, then with throw: true throws a 429 that keeps the draft-10 headers through the default error handler', async () => {
+    const server = appWith(limitOf({ throw: true }), ok).callback()
 
     const first = await request(server).get('/').expect(200, 'ok')
-    expect(first.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
-    expect(first.headers.ratelimit).toBe('"default-10s";r=1;t=10')
+    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
     const second = await request(server).get('/').expect(200, 'ok')
-    expect(second.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(second.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
 
     const refused = await request(server).get('/').expect(429)
     // Koa's own error handler answers in plain text with the error's exposed message.
     expect(refused.headers['content-type']).toMatch(/^text\/plain/)
-    expect(refused.text).toBe('Quota exceeded for default-10s; retry in 10 s.')
-    expect(refused.headers['ratelimit-policy']).toBe('"default-10s";q=2;w=10')
-    expect(refused.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(refused.text).toBe('Quota exceeded for inline:sliding-log:2/10s-10s; retry in 10 s.')
+    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
   })
 
-  it('keeps the headers when a custom error middleware turns the 429 into its own response', async () => {
+  it('with throw: true, keeps the headers when a custom error middleware turns the 429 into its own response', async () => {
     let caught: unknown
     const handleErrors: Middleware = async (ctx, next) => {
       try {
@@ -69,37 +69,68 @@ describe.each([
         ctx.body = { custom: true }
       }
     }
-    const server = appWith(handleErrors, limitOf({ windows: [{ limit: 1, period: '10s' }] }), ok).callback()
+    const server = appWith(
+      handleErrors,
+      limitOf({ windows: [{ limit: 1, period: '10s' }], throw: true }),
+      ok,
+    ).callback()
 
     await request(server).get('/').expect(200)
     const refused = await request(server).get('/').expect(429, { custom: true })
-    expect(refused.headers['ratelimit-policy']).toBe('"default-10s";q=1;w=10')
-    expect(refused.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:1/10s-10s";q=1;w=10')
+    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     expect(caught).toMatchObject({
       status: 429,
       expose: true,
       headers: { 'Retry-After': '10' },
-      problem: { status: 429, 'violated-policies': ['default-10s'] },
+      problem: { status: 429, 'violated-policies': ['inline:sliding-log:1/10s-10s'] },
       decision: { allowed: false, reason: 'limited' },
     })
   })
 
-  it('responds with the problem+json body itself when throw is false', async () => {
-    const server = appWith(limitOf({ windows: [{ limit: 1, period: '10s' }], throw: false }), ok).callback()
+  // Regression: refusals were thrown by default, so an app with the usual Koa error middleware
+  // answered them with its own JSON, not the problem+json 429 Express and Fastify answer.
+  it('responds with the problem+json body itself by default, whatever error middleware the app has', async () => {
+    const handleErrors: Middleware = async (ctx, next) => {
+      try {
+        await next()
+      } catch (error) {
+        ctx.status = (error as { status?: number }).status ?? 500
+        ctx.body = { error: (error as Error).message }
+      }
+    }
+    const server = appWith(handleErrors, limitOf({ windows: [{ limit: 1, period: '10s' }] }), ok).callback()
 
     await request(server).get('/').expect(200)
     const refused = await request(server).get('/').expect(429)
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
-    expect(refused.headers['ratelimit-policy']).toBe('"default-10s";q=1;w=10')
-    expect(refused.headers.ratelimit).toBe('"default-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:1/10s-10s";q=1;w=10')
+    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     expect(JSON.parse(refused.text)).toMatchObject({
       status: 429,
-      'violated-policies': ['default-10s'],
+      'violated-policies': ['inline:sliding-log:1/10s-10s'],
       'retry-after': 10,
     })
   })
+
+  // Regression: on Koa only, a later middleware's error lost the rate limit headers, which Koa's
+  // default error handler clears.
+  it.each([false, true])(
+    "keeps the headers on a later middleware's error through Koa's default error handler (throw: %s)",
+    async (throwError) => {
+      const failing: Middleware = () => {
+        throw Object.assign(new Error('upstream down'), { status: 502, expose: true, headers: { 'X-Upstream': 'a' } })
+      }
+      const server = appWith(limitOf({ throw: throwError }), failing).callback()
+
+      const response = await request(server).get('/').expect(502, 'upstream down')
+      expect(response.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
+      expect(response.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+      expect(response.headers['x-upstream']).toBe('a')
+    },
+  )
 
   it('puts the decision on ctx.state.rateLimit for the handler', async () => {
     const server = appWith(limitOf(), (ctx) => {
@@ -107,7 +138,7 @@ describe.each([
     }).callback()
 
     const { body } = await request(server).get('/').expect(200)
-    expect(body).toMatchObject({ allowed: true, reason: 'ok', rule: 'default', cost: 1, nowMs: T })
+    expect(body).toMatchObject({ allowed: true, reason: 'ok', rule: 'inline:sliding-log:2/10s', cost: 1, nowMs: T })
   })
 
   it('limits only the @koa/router route it is given to', async () => {
@@ -165,5 +196,10 @@ describe('option throw', () => {
     expect(() => rateLimit({ windows: [{ limit: 2, period: '10s' }], thorw: false } as never)).toThrow(
       TollgateConfigError,
     )
+  })
+
+  // Regression: the list of known options in that error left throw out.
+  it('is listed among the known options when an option is unknown', () => {
+    expect(() => rateLimit({ windows: [{ limit: 2, period: '10s' }], thorw: false } as never)).toThrow(/'throw'/)
   })
 })

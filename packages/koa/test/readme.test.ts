@@ -7,7 +7,7 @@ import { expect, it } from 'vitest'
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url))
 
-it('README opens with a snippet that runs as written: a server whose /login refuses the sixth try, in plain text', async () => {
+it('README opens with a snippet that runs as written: a server whose /login refuses the sixth try with problem+json', async () => {
   const snippet = /```js\n([\s\S]*?)```/.exec(readFileSync(`${packageDir}README.md`, 'utf8'))?.[1]
   expect(snippet).toBeDefined()
   const source = (snippet as string).replace("'@tollgate/koa'", JSON.stringify(`${packageDir}src/index.ts`))
@@ -31,7 +31,10 @@ it('README opens with a snippet that runs as written: a server whose /login refu
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429])
     expect(last?.headers.get('ratelimit-policy')).toBe('"login-60s";q=5;w=60, "login-3600s";q=20;w=3600')
-    expect(await last?.text()).toBe('Quota exceeded for login-60s; retry in 60 s.')
+    expect(last?.headers.get('content-type')).toBe('application/problem+json')
+    expect(await last?.text()).toBe(
+      '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Quota exceeded for login-60s; retry in 60 s.","violated-policies":["login-60s"],"identifier-kinds":["ip"],"retry-after":60}',
+    )
   } finally {
     child.kill()
   }

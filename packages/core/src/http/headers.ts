@@ -133,7 +133,12 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
   if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter)
   const windows = tightestPerPolicy(decision.windows)
   if (windows.length === 0) return headers
-  const reset = (window: WindowState) => seconds(window.resetAtMs - decision.nowMs)
+  // Never past the window's own length: a sliding-window counter full in its current window frees
+  // its next unit only once that window has become the previous one, up to two periods away, and
+  // a client reads `t` beyond `w` as a window longer than the policy says. Retry-After keeps the
+  // exact wait.
+  const reset = (window: WindowState) =>
+    Math.min(seconds(window.resetAtMs - decision.nowMs), Math.max(1, seconds(window.periodMs)))
 
   if (options.format === 'draft-10') {
     const unit = options.quotaUnit === 'request' ? '' : `;qu=${sfString(options.quotaUnit)}`
@@ -156,7 +161,9 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
   if (options.format === 'legacy') {
     headers['X-RateLimit-Limit'] = String(closest.limit)
     headers['X-RateLimit-Remaining'] = String(closest.remaining)
-    headers['X-RateLimit-Reset'] = String(Math.ceil(closest.resetAtMs / 1000))
+    headers['X-RateLimit-Reset'] = String(
+      Math.ceil(Math.min(closest.resetAtMs, decision.nowMs + closest.periodMs) / 1000),
+    )
     return headers
   }
   headers['RateLimit-Policy'] = windows.map((w) => `${w.limit};w=${Math.max(1, seconds(w.periodMs))}`).join(', ')

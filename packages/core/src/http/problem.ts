@@ -1,4 +1,5 @@
 import type { Decision } from '../decision.js'
+import { identifierKind } from '../identifiers/kind.js'
 import { tightestPerPolicy } from './headers.js'
 import { policyName } from './policy-name.js'
 import { retryAfterSeconds } from './retry-after.js'
@@ -8,7 +9,11 @@ export type ProblemDetails = Record<string, unknown> & { type: string; title: st
 
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
 
-/** The 429 body: the ratelimit draft's `quota-exceeded` type, naming the refusing windows. */
+/**
+ * The 429 body: the ratelimit draft's `quota-exceeded` type, naming the refusing windows in
+ * `violated-policies` and what their identifiers count in `identifier-kinds` (`ip`, `user`: the
+ * part of an identifier before its first `:`), never the identifiers, which may be personal data.
+ */
 export function quotaExceededProblem(decision: Decision): ProblemDetails {
   const violated = tightestPerPolicy(decision.windows).filter((w) => w.failed)
   const names = (windows: typeof violated) => windows.map((w) => policyName(w.rule, w.periodMs)).join(', ')
@@ -22,8 +27,20 @@ export function quotaExceededProblem(decision: Decision): ProblemDetails {
         ? `This request costs ${decision.cost}, more than ${names(violated.filter((w) => w.limit < decision.cost))} can ever admit.`
         : `Quota exceeded for ${names(violated)}; retry in ${retryAfter} s.`,
     'violated-policies': violated.map((w) => policyName(w.rule, w.periodMs)),
+    'identifier-kinds': refusingKinds(decision),
     'retry-after': retryAfter,
   }
+}
+
+/** Every refusing window's, not only the tightest per policy's: the IP and the user may both refuse. */
+function refusingKinds(decision: Decision): string[] {
+  const kinds: string[] = []
+  for (const window of decision.windows) {
+    if (!window.failed) continue
+    const kind = identifierKind(window.identifier)
+    if (kind !== undefined && !kinds.includes(kind)) kinds.push(kind)
+  }
+  return kinds
 }
 
 /** The 503 body when the store failed and the policy is to deny. */

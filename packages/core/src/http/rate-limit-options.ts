@@ -10,8 +10,14 @@ import type { ProblemDetails } from './problem.js'
 export interface ClientView {
   /** The client address as the framework sees it, honouring its own proxy trust setting. */
   ip: string | undefined
-  /** `ipIdentifier(ip, { ipv6Subnet })`, or undefined when the framework saw no address. */
-  ipIdentifier: string | undefined
+  /**
+   * The identifier the request counts for by default, always one: `ipIdentifier(ip, { ipv6Subnet })`;
+   * for an address with a port (`203.0.113.7:51234`, `[2001:db8::1]:443`), the address's; for
+   * anything else a proxy may put there (`unknown`), `ip:#<digest>` of the text; and
+   * `ip:unknown` when the framework saw no address.
+   * @example 'ip:203.0.113.7'
+   */
+  ipIdentifier: string
 }
 
 type MaybePromise<T> = T | Promise<T>
@@ -28,17 +34,28 @@ export interface RateLimitOptions<Req> {
   /** Rules for a limiter made here; `rule` names the one to apply. */
   rules?: RulesOptions
   /**
-   * The rule to apply, or the name given to inline `windows`.
-   * @default 'default' with inline windows
+   * The rule to apply, or the name given to inline `windows` (at most 128 characters).
+   * @default with inline windows, a name derived from them and the algorithm, e.g.
+   * `'inline:sliding-log:100/1m'`: middlewares with the same windows share counts, others never do
    * @example 'auth.createToken'
    */
   rule?: string
-  /** Inline windows: a rule of its own for this middleware. @example [{ limit: 100, period: '1m' }] */
+  /**
+   * Inline windows: a rule of its own for this middleware. Without `rule` it is named after what
+   * it counts, so two middlewares with the same windows and algorithm on one store count each
+   * client once between them; give each its own `rule` to count them apart.
+   * @example [{ limit: 100, period: '1m' }]
+   */
   windows?: readonly WindowOptions[]
   /** The algorithm of inline `windows`. @default 'sliding-log' */
   algorithm?: AlgorithmName
   /**
    * Who the request counts for: one identifier or several, all charged in one atomic decision.
+   * What a client can make unusable never fails the request (each case warns once, code
+   * `TG_UNUSABLE_IDENTIFIER`): an entry that is not a non-empty string is left out, one longer than
+   * 16,384 characters counts as its kind and a digest (`user:#<digest>`), and when nothing is left,
+   * or `identify` throws a `TollgateArgumentError` (as `userIdentifier` does for an object), the
+   * request counts for `client.ipIdentifier`. Any other error it throws fails the request.
    * @default the client IP identifier
    * @example (req, client) => [client.ipIdentifier, `user:${req.user.id}`]
    */
@@ -70,7 +87,13 @@ export interface RateLimitOptions<Req> {
   onStoreError?: StoreErrorPolicy
   /** The most one request waits for the store, in ms. @default the limiter's, 100 */
   storeTimeoutMs?: number
-  /** Receives one-time warnings, such as `X-Forwarded-For` arriving while no proxy is trusted. @default process.emitWarning */
+  /**
+   * Receives one-time warnings, each with a code: `TG_UNTRUSTED_FORWARDED_FOR` and
+   * `TG_FORWARDED_FOR_UNUSED` (`X-Forwarded-For` arrived, but the address decided on is the
+   * connecting peer's), `TG_NO_CLIENT_ADDRESS`, `TG_UNPARSEABLE_CLIENT_ADDRESS`,
+   * `TG_UNUSABLE_IDENTIFIER`, and the limiter's own.
+   * @default process.emitWarning
+   */
   onWarning?: WarningHandler
 }
 

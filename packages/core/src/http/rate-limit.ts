@@ -1,24 +1,31 @@
 import { randomBytes } from 'node:crypto'
 import type { Decision } from '../decision.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
-import { ipIdentifier } from '../identifiers/ip.js'
 import { createLimiter, type DecisionOptions, type Limiter } from '../limiter.js'
-import { isPlainObject, rejectUnknownKeys } from '../rules.js'
+import { isPlainObject, rejectUnknownKeys, type WarningHandler } from '../rules.js'
 import { storeErrorPolicyOf, storeTimeoutOf } from '../store-failure.js'
 import type { Store } from '../stores/store.js'
+import { type AddressFallback, clientAddressIdentifier } from './client-address.js'
 import { HEADERS_FORMATS, type HeaderOptions, QUOTA_UNITS, rateLimitHeaders } from './headers.js'
 import { type ProblemDetails, quotaExceededProblem, storeUnavailableProblem } from './problem.js'
 import { type ClientView, RATE_LIMIT_OPTION_KEYS, type RateLimitOptions } from './rate-limit-options.js'
 import { retryAfterSeconds } from './retry-after.js'
+import { inlineRuleName, routeRuleName } from './rule-names.js'
+import { type UnusableIdentifier, usableIdentifiers } from './usable-identifiers.js'
 
 /** What the adapter tells the engine about a request, beyond the request object itself. */
 export interface RequestView {
   /** The client address, honouring the framework's proxy trust. */
   ip: string | undefined
-  /** The raw `X-Forwarded-For` header, only to warn when it arrives untrusted. */
+  /** The raw `X-Forwarded-For` header, only to warn when it arrives but does not decide the address. */
   forwardedFor: string | string[] | undefined
   /** Whether the framework is set to trust a proxy. */
   proxyTrusted: boolean
+  /**
+   * The address of the connecting peer (`socket.remoteAddress`): when `ip` is this one although
+   * `X-Forwarded-For` arrived, the proxy's setting let every client behind it count as the proxy.
+   */
+  socketAddress?: string | undefined
 }
 
 /**
@@ -52,13 +59,21 @@ export interface RateLimit<Req> {
 
 const emitWarning = (message: string, code: string) => process.emitWarning(message, { code })
 
-/** Builds the HTTP engine once per middleware or route: every option is checked here. */
-export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<Req> {
+/**
+ * Builds the HTTP engine once per middleware or route: every option is checked here.
+ * `adapterOptions` names the options an adapter takes itself and removes before these reach core
+ * (Koa's `throw`), so that an unknown option's error lists them among the known ones.
+ */
+export function createRateLimit<Req>(
+  options: RateLimitOptions<Req>,
+  adapterOptions: readonly string[] = [],
+): RateLimit<Req> {
   const raw: unknown = options
   if (!isPlainObject(raw))
     throw new TollgateConfigError(`rate limit options must be an object, got ${describeValue(raw)}`)
-  rejectUnknownKeys(raw, RATE_LIMIT_OPTION_KEYS, 'rate limit options')
+  rejectUnknownKeys(raw, knownOptions(adapterOptions), 'rate limit options')
   const onWarning = optionalFunction(options, 'onWarning') ?? emitWarning
+  const warnOnce = onceEach(onWarning)
   const identify = optionalFunction(options, 'identify')
   const skip = optionalFunction(options, 'skip')
   const onLimited = optionalFunction(options, 'onLimited')
@@ -92,8 +107,26 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
   const fixedCostOptions = typeof cost === 'number' ? Object.freeze({ ...decisionDefaults, cost }) : undefined
   // Last, once every other option is known good: it may start a store's timers.
   const { limiter, rule, owned } = limiterOf(options, onWarning)
-  let warnedAboutProxy = false
-  let warnedAboutAddress = false
+  const onAddressFallback = (how: AddressFallback) =>
+    warnOnce(how, ADDRESS_FALLBACK[how], 'TG_UNPARSEABLE_CLIENT_ADDRESS')
+  const onUnusable = (why: UnusableIdentifier) => warnOnce(why, UNUSABLE_IDENTIFIER[why], 'TG_UNUSABLE_IDENTIFIER')
+
+  async function identified(
+    identify: NonNullable<RateLimitOptions<Req>['identify']>,
+    request: Req,
+    client: ClientView,
+  ): Promise<string | readonly string[]> {
+    let returned: unknown
+    try {
+      returned = await identify(request, client)
+    } catch (error) {
+      // By code rather than class: an app may load core twice, as ESM and as CommonJS.
+      if ((error as { code?: unknown } | null)?.code !== 'TG_INVALID_ARGUMENT') throw error
+      warnOnce('identify-threw', `${UNUSABLE_IDENTIFIER.threw}: ${(error as Error).message}`, 'TG_UNUSABLE_IDENTIFIER')
+      return client.ipIdentifier
+    }
+    return usableIdentifiers(returned, client.ipIdentifier, onUnusable)
+  }
 
   return {
     options,
@@ -101,25 +134,16 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
     rule,
     async check(request, view) {
       if (skip && (await skip(request))) return { action: 'continue', headers: {}, decision: undefined }
-      if (!warnedAboutProxy && view.forwardedFor !== undefined && !view.proxyTrusted) {
-        warnedAboutProxy = true
-        onWarning(
-          'X-Forwarded-For arrived but no proxy is trusted, so clients are told apart by the address of whatever connected (perhaps a proxy, counting all its clients as one); set your framework to trust your proxy, or ignore this if nothing sits in front',
-          'TG_UNTRUSTED_FORWARDED_FOR',
-        )
+      if (view.forwardedFor !== undefined) {
+        if (!view.proxyTrusted) warnOnce('untrusted-proxy', UNTRUSTED_FORWARDED_FOR, 'TG_UNTRUSTED_FORWARDED_FOR')
+        else if (view.ip !== undefined && view.ip === view.socketAddress)
+          warnOnce('unused-forwarded-for', FORWARDED_FOR_UNUSED, 'TG_FORWARDED_FOR_UNUSED')
       }
-      const client: ClientView = {
-        ip: view.ip,
-        ipIdentifier: view.ip ? ipIdentifier(view.ip, { ipv6Subnet }) : undefined,
-      }
-      if (!client.ipIdentifier && !identify && !warnedAboutAddress) {
-        warnedAboutAddress = true
-        onWarning(
-          'a request arrived without a client address; such requests share one identifier, ip:unknown',
-          'TG_NO_CLIENT_ADDRESS',
-        )
-      }
-      const identifiers = identify ? await identify(request, client) : (client.ipIdentifier ?? 'ip:unknown')
+      const ip = view.ip
+      let ipIdentifier = NO_ADDRESS
+      if (ip) ipIdentifier = clientAddressIdentifier(ip, ipv6Subnet, onAddressFallback)
+      else if (!identify) warnOnce('no-address', NO_CLIENT_ADDRESS, 'TG_NO_CLIENT_ADDRESS')
+      const identifiers = identify ? await identified(identify, request, { ip, ipIdentifier }) : ipIdentifier
       const decision = await limiter.consume(
         rule,
         identifiers,
@@ -142,6 +166,42 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): RateLimit<
   }
 }
 
+const NO_ADDRESS = 'ip:unknown'
+
+const UNTRUSTED_FORWARDED_FOR =
+  'X-Forwarded-For arrived but no proxy is trusted, so clients are told apart by the address of whatever connected (perhaps a proxy, counting all its clients as one); set your framework to trust your proxy, or ignore this if nothing sits in front'
+const FORWARDED_FOR_UNUSED =
+  "X-Forwarded-For arrived but the client address decided on is the connecting peer's: the framework's proxy setting does not trust the peer that sent it (Fastify 5 trusts no peer for a hop count such as trustProxy: 1), so every client behind that proxy counts as the proxy; trust the proxy's address instead, or ignore this if the header came from a client directly"
+const NO_CLIENT_ADDRESS = `a request arrived without a client address; such requests share one identifier, ${NO_ADDRESS}`
+const ADDRESS_FALLBACK: Readonly<Record<AddressFallback, string>> = {
+  'port-removed':
+    'a client address arrived with a port (as some load balancers append to X-Forwarded-For); it is counted without the port',
+  digest:
+    'a client address arrived that is not an IP address (a proxy may have sent X-Forwarded-For: unknown); such requests are counted under ip:#<digest of the text>, shared by every request with the same text',
+}
+const UNUSABLE_IDENTIFIER: Readonly<Record<UnusableIdentifier | 'threw', string>> = {
+  'not-a-string':
+    'identify returned something other than a non-empty string as an identifier; it is left out of the decision',
+  'too-long':
+    'identify returned an identifier longer than 16,384 characters; it is counted as its kind and a digest, such as user:#<digest>',
+  none: "identify returned no usable identifier; the request is counted for the client's address",
+  threw: "identify threw a TollgateArgumentError; the request is counted for the client's address",
+}
+
+/** Each warning once per engine: they describe the set-up, which one request shows as well as a million. */
+function onceEach(onWarning: WarningHandler): (key: string, message: string, code: string) => void {
+  const warned = new Set<string>()
+  return (key, message, code) => {
+    if (warned.has(key)) return
+    warned.add(key)
+    onWarning(message, code)
+  }
+}
+
+function knownOptions(adapterOptions: readonly string[]): ReadonlySet<string> {
+  return adapterOptions.length === 0 ? RATE_LIMIT_OPTION_KEYS : new Set([...RATE_LIMIT_OPTION_KEYS, ...adapterOptions])
+}
+
 const LIMITER_SOURCES = ['limiter', 'rules', 'windows', 'algorithm', 'rule', 'store'] as const
 
 /**
@@ -150,23 +210,26 @@ const LIMITER_SOURCES = ['limiter', 'rules', 'windows', 'algorithm', 'rule', 'st
  * `rules` of its own gets a limiter of its own on the app's store (shared, never closed by the
  * route). `routeId` names a route's inline windows, e.g. `POST /upload`, so that every route's
  * keys differ and stay the same across restarts. When the app limits no route by itself, `base`
- * may be its options rather than an engine; each route then brings its own rule.
+ * may be its options rather than an engine; each route then brings its own rule. A route id past
+ * the bound on rule names is shortened to its start and a digest. `adapterOptions` is as for
+ * `createRateLimit`.
  */
 export function createRouteRateLimit<Req>(
   base: RateLimit<Req> | Partial<RateLimitOptions<Req>>,
   route: Partial<RateLimitOptions<Req>>,
   routeId?: string,
+  adapterOptions: readonly string[] = [],
 ): RateLimit<Req> {
   const raw: unknown = route
   if (!isPlainObject(raw))
     throw new TollgateConfigError(`route rate limit options must be an object, got ${describeValue(raw)}`)
-  rejectUnknownKeys(raw, RATE_LIMIT_OPTION_KEYS, 'route rate limit options')
+  rejectUnknownKeys(raw, knownOptions(adapterOptions), 'route rate limit options')
   const engine = isEngine(base) ? base : undefined
   const inherited: Partial<RateLimitOptions<Req>> = { ...(engine ? engine.options : base) }
   for (const key of LIMITER_SOURCES) delete inherited[key]
   if (route.limiter) return createRateLimit({ ...inherited, ...route })
   if (route.windows || route.rules || !engine) {
-    const rule = route.rule ?? (route.windows ? routeId : undefined)
+    const rule = route.rule ?? (route.windows && routeId !== undefined ? routeRuleName(routeId) : undefined)
     if (route.windows && rule === undefined) {
       throw new TollgateConfigError(
         'a route with windows of its own needs option rule: a name that keeps its keys apart from other routes',
@@ -222,7 +285,7 @@ function respond(
 
 function limiterOf<Req>(options: RateLimitOptions<Req>, onWarning: (message: string, code: string) => void) {
   const { limiter, store, rules, windows, algorithm } = options
-  const rule = options.rule ?? (windows ? 'default' : undefined)
+  const rule = options.rule ?? (windows ? inlineRuleName(windows, algorithm) : undefined)
   if (rule !== undefined && (typeof rule !== 'string' || rule.length === 0)) {
     throw new TollgateConfigError(`option rule must be a rule name, got ${describeValue(rule)}`)
   }

@@ -58,6 +58,13 @@ const groups = new Uint16Array(8)
 export function ipIdentifier(address: string, options?: IpIdentifierOptions): string {
   const prefix = resolveIpv6Subnet(options)
   if (typeof address !== 'string') throw invalidAddress(address)
+  const identifier = addressIdentifier(address, prefix)
+  if (identifier === undefined) throw invalidAddress(address)
+  return identifier
+}
+
+/** `ipIdentifier` with a prefix already checked: undefined, not an error, when `address` is no IP address. */
+export function addressIdentifier(address: string, prefix: number): string | undefined {
   if (parseIpv4(address, 0, address.length) >= 0) return `ip:${address}`
   if (address.startsWith(MAPPED_IPV4_PREFIX) && parseIpv4(address, MAPPED_IPV4_PREFIX.length, address.length) >= 0) {
     return `ip:${address.slice(MAPPED_IPV4_PREFIX.length)}`
@@ -71,10 +78,10 @@ export function ipIdentifier(address: string, options?: IpIdentifierOptions): st
   }
   const zone = address.indexOf('%', start)
   if (zone >= 0 && zone < end) {
-    if (!ZONE_INDEX.test(address.slice(zone + 1, end))) throw invalidAddress(address)
+    if (!ZONE_INDEX.test(address.slice(zone + 1, end))) return undefined
     end = zone
   }
-  if (!parseIpv6(address, start, end)) throw invalidAddress(address)
+  if (!parseIpv6(address, start, end)) return undefined
 
   if (isIpv4Mapped()) {
     const high = groups[6] as number
