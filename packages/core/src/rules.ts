@@ -80,12 +80,6 @@ export interface Rule {
 export const MAX_WINDOWS_PER_RULE = 8
 export const MAX_CHAIN_LENGTH = 8
 
-/**
- * Counters compare `limit × period` products exactly; beyond 2^53 doubles would round.
- * The bucket algorithms divide by gcd(limit, period) first, so they accept far larger limits.
- */
-const MAX_EXACT = Number.MAX_SAFE_INTEGER
-
 export type WarningHandler = (message: string, code: string) => void
 
 const RULE_KEYS = new Set(['algorithm', 'windows', 'parent', 'onStoreError'])
@@ -149,9 +143,7 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
       `${where}: ${windowsRaw.length} windows is more than the maximum of ${MAX_WINDOWS_PER_RULE}`,
     )
   }
-  const windows = windowsRaw.map((window, index) =>
-    resolveWindow(window, `${where}, window ${index}`, algorithm as AlgorithmName),
-  )
+  const windows = windowsRaw.map((window, index) => resolveWindow(window, `${where}, window ${index}`))
   const seen = new Map<number, number>()
   windows.forEach((window, index) => {
     const earlier = seen.get(window.periodMs)
@@ -169,7 +161,7 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
   return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError }
 }
 
-function resolveWindow(raw: unknown, where: string, algorithm: AlgorithmName): Window {
+function resolveWindow(raw: unknown, where: string): Window {
   if (!isPlainObject(raw)) {
     throw new TollgateConfigError(`${where} must be an object { limit, period }, got ${describeValue(raw)}`)
   }
@@ -178,15 +170,10 @@ function resolveWindow(raw: unknown, where: string, algorithm: AlgorithmName): W
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
     throw new TollgateConfigError(`${where}: limit must be a positive integer, got ${describeValue(limit)}`)
   }
+  // Any limit up to 2^53 − 1 with any period up to 366 days: the algorithms keep their
+  // products exact or, for the largest buckets, within a stated resolution (see bucket.ts).
   const periodMs = parseDuration(period)
   if (typeof periodMs === 'string') throw new TollgateConfigError(`${where}: period ${periodMs}`)
-  const product =
-    algorithm === 'token-bucket' || algorithm === 'gcra' ? (limit / gcd(limit, periodMs)) * periodMs : limit * periodMs
-  if (product > MAX_EXACT) {
-    throw new TollgateConfigError(
-      `${where}: limit ${limit} per ${periodMs} ms is too large for ${q(algorithm)} to count exactly (limit × period must stay below 2^53); use a coarser unit of cost or another algorithm`,
-    )
-  }
   return { limit, periodMs }
 }
 
