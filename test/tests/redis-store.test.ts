@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { ALGORITHMS, type AlgorithmName, createLimiter, RedisStore, type RulesOptions } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { ManualClock } from '../src/manual-clock.js'
 import { keysWithTtl } from '../src/redis-keys.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
@@ -103,5 +104,50 @@ describe('RedisStore decisions over a key of the wrong type', () => {
         await limiter.close()
       },
     )
+  })
+})
+
+// Two app servers on one Redis, one clock a day fast: what the fast one charged holds the
+// identifier on the other for one period at most (two for a sliding window), never the skew.
+describe('RedisStore on two app servers whose clocks are a day apart', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  it.each(ALGORITHMS)('%s locked the identifier out for a day on the right clock', async (algorithm) => {
+    const prefix = `two-clocks:${process.pid}:${randomUUID()}:`
+    const right = new ManualClock(1_700_000_000_000)
+    const fast = () => right.nowMs + 86_400_000
+    const rules: RulesOptions = {
+      r: {
+        algorithm,
+        windows: [
+          { limit: 5, period: '10s' },
+          { limit: 9, period: '5s' },
+        ],
+      },
+    }
+    const onFast = createLimiter({ store: new RedisStore({ client, clock: fast, prefix }), rules })
+    const onRight = createLimiter({ store: new RedisStore({ client, clock: right.now, prefix }), rules })
+    const bound = algorithm === 'sliding-window' ? 20_000 : 10_000
+    for (const ids of [['ip:a'], ['ip:b', 'user:1']]) {
+      expect((await onFast.consume('r', ids, { cost: 5 })).allowed).toBe(true)
+      const refused = await onRight.consume('r', ids)
+      expect(refused.allowed).toBe(false)
+      expect(refused.retryAfterMs).toBeGreaterThan(0)
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(bound)
+      for (const { ttlMs } of await keysWithTtl(client, prefix)) {
+        expect(ttlMs).toBeGreaterThan(0)
+        expect(ttlMs).toBeLessThanOrEqual(bound)
+      }
+      right.advance(refused.retryAfterMs)
+      expect((await onRight.consume('r', ids)).allowed).toBe(true)
+    }
+    await onFast.close()
+    await onRight.close()
   })
 })
