@@ -77,7 +77,14 @@ local function header_of(text)
   for i = 1, keys do
     width = width + 3 * #specs[i].windows
   end
-  header = { operation = operation, cost = tonumber(cost), now = tonumber(now), specs = specs, keys = keys, width = width }
+  header = { operation = operation, cost = tonumber(cost), specs = specs, keys = keys, width = width }
+  if now ~= '-' then
+    header.now = tonumber(now)
+    -- Whole ms from 0 to 8.64e15 (clock.ts): anything else would admit or refuse everything.
+    if not header.now or header.now ~= floor(header.now) or header.now < 0 or header.now > 8640000000000000 then
+      header.bad_now = now
+    end
+  end
   local first = specs[1]
   local checks = operation == 'consume' or operation == 'peek'
   header.peek = operation == 'peek'
@@ -95,6 +102,9 @@ end
 
 local server_now
 local function now_of(header)
+  if header.bad_now then
+    error('the clock sent ' .. header.bad_now .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
+  end
   if header.now then
     return header.now
   end
@@ -112,10 +122,16 @@ local function decide(header, key, reply, n)
   local operation, cost, now, specs = header.operation, header.cost, now_of(header), header.specs
   local count = #specs
   local targets = {}
+  -- Every key is read before any is written: a key that cannot be read (WRONGTYPE) fails the
+  -- decision with nothing of it written. An undo's time is past: it moves nothing back to it.
+  local clamp_to = now
+  if operation == 'undo' then
+    clamp_to = nil
+  end
   for i = 1, count do
     local target = specs[i]
     local name = KEYS[key + i - 1]
-    targets[i] = { name, target, target.algorithm.load(name, target.windows) }
+    targets[i] = { name, target, target.algorithm.load(name, target.windows, clamp_to) }
   end
 
   local charging = operation == 'consume' or operation == 'peek'
@@ -149,6 +165,9 @@ local function decide(header, key, reply, n)
         state = algorithm[operation](state, windows, now, cost)
       end
       algorithm.save(target[1], state, windows, now)
+    elseif state.dirty then
+      -- Moved back from a faster clock's stamps when read: written so that it stays moved.
+      algorithm.save(target[1], state, windows, now)
     end
     local remaining_of, fits_at = algorithm.remaining, algorithm.fits_at
     for j = 1, #windows do
@@ -170,11 +189,16 @@ end
 local checked_state = {}
 local function decide_checked(header, key, reply, n)
   local cost, now, specs = header.cost, now_of(header), header.specs
-  local allowed, base = true, 0
+  local allowed, base, moved = true, 0, nil
   for i = 1, header.keys do
     local spec = specs[i]
-    if not spec.algorithm.check(KEYS[key + i - 1], spec.windows, now, cost, checked_state, base) then
+    local fit, clamped = spec.algorithm.check(KEYS[key + i - 1], spec.windows, now, cost, checked_state, base)
+    if not fit then
       allowed = false
+    end
+    if clamped then
+      moved = moved or {}
+      moved[i] = true
     end
     base = base + spec.algorithm.arity * #spec.windows
   end
@@ -183,7 +207,18 @@ local function decide_checked(header, key, reply, n)
   n, base = n + 1, 0
   for i = 1, header.keys do
     local spec = specs[i]
-    n = spec.algorithm.finish(KEYS[key + i - 1], spec.windows, now, cost, charging, checked_state, base, reply, n)
+    n = spec.algorithm.finish(
+      KEYS[key + i - 1],
+      spec.windows,
+      now,
+      cost,
+      charging,
+      checked_state,
+      base,
+      reply,
+      n,
+      moved ~= nil and moved[i]
+    )
     base = base + spec.algorithm.arity * #spec.windows
   end
   return n

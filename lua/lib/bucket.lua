@@ -12,15 +12,31 @@
 local function bucket_module()
   local steps = { arity = 2 }
 
-  -- Units per token, units refilled per ms, and the capacity in units; kept on the window.
+  -- Units per token, units refilled per ms, and the capacity in units; kept on the window. Past
+  -- 2^53 - 1 units a token is floor((2^53 - 1) / limit) units and a ms refills ceil(capacity /
+  -- period): exactly `limit` tokens, refilled at most 2 * period / (2^53 - 1) fast (bucket.ts).
   local function scale(w)
     if not w.per_token then
-      local g = gcd(w.limit, w.period)
-      w.per_token = w.period / g
-      w.per_ms = w.limit / g
-      w.capacity = w.limit * w.per_token
+      local limit, period = w.limit, w.period
+      local g = gcd(limit, period)
+      local exact = (limit / g) * period
+      if exact <= MAX_EXACT then
+        w.per_token, w.per_ms, w.capacity = period / g, limit / g, exact
+      else
+        local per_token = floor(MAX_EXACT / limit)
+        w.per_token, w.capacity = per_token, limit * per_token
+        w.per_ms = ceil(w.capacity / period)
+      end
     end
     return w.per_token, w.per_ms, w.capacity
+  end
+
+  -- A measurement a faster clock stamped after now is taken as made now.
+  function steps.clamp(_, now, level, at)
+    if at > now then
+      return level, now
+    end
+    return level, at
   end
 
   -- A measurement from a faster clock is not refilled backwards.
@@ -83,16 +99,24 @@ local function bucket_module()
   function steps.one(key, w, now, cost, peek, reply, n, raw)
     local per_token, per_ms, capacity = scale(w)
     local fits = steps.fits
-    local level, at = capacity, now
+    local level, at, ahead = capacity, now, false
     if raw then
       local stored_at, deficit = unpack_digits(raw, 2)
-      at = max(now, stored_at)
-      level = min(capacity, max(0, capacity - deficit) + (at - stored_at) * per_ms)
+      level = max(0, capacity - deficit)
+      if stored_at > now then
+        -- Measured by a faster clock: taken as measured now, and so written back.
+        ahead = true
+      else
+        level = min(capacity, level + (now - stored_at) * per_ms)
+      end
     end
     local fits_now = fits(w, now, cost, level, at)
     local allowed = fits_now == now
-    if allowed and cost > 0 and not peek then
-      level = level - cost * per_token
+    local charging = allowed and cost > 0 and not peek
+    if charging or ahead then
+      if charging then
+        level = level - cost * per_token
+      end
       local expiry = at + ceil((capacity - level) / per_ms)
       if expiry <= now then
         redis.call('DEL', key)

@@ -2,6 +2,8 @@
 -- its numeric steps. A counter keeps, per window, an entry of `arity` numbers (a, b[, c]); the
 -- steps take and return them as plain values, so a decision makes no table per window:
 --
+--   clamp(w, now, a, b, c)           the stored entry with whatever a faster clock stamped after
+--                                    now moved back to now (algorithms/algorithm.ts)
 --   current(w, now, a, b, c)         the entry as of now, from the stored one (a nil when none)
 --   fits(w, now, need, a, b, c)      when `need` units fit, on a current entry (NEVER: never)
 --   remaining(w, now, a, b, c)       whole units left, on a current entry
@@ -42,20 +44,37 @@ local function counter_module(steps)
     return state[i + 1], state[i + 2], state[i + 3]
   end
 
+  -- Moves window k's stored entry back to `now` if a faster clock stamped it later; true if so.
+  local function clamp(state, base, windows, k, now)
+    local i = base + (k - 1) * arity
+    local a, b = state[i + 1], state[i + 2]
+    if a == nil then
+      return false
+    end
+    local a2, b2, c2 = steps.clamp(windows[k], now, a, b, state[i + 3])
+    if a2 == a and b2 == b then
+      return false
+    end
+    put(state, i, a2, b2, c2)
+    return true
+  end
+
   -- Reads the key's stored entries into `state` from `base` on; a window with none gets nils.
-  local function read(key, windows, state, base)
+  -- With `now` (not for an undo, whose time is past), entries stamped later are moved back to
+  -- it: then the key must be written even if nothing is charged, and this returns true.
+  local function read(key, windows, state, base, now)
     local count = #windows
     for i = base + 1, base + count * arity do
       state[i] = nil
     end
     local raw = redis.call('GET', key)
     if not raw then
-      return
+      return false
     end
     if not string.find(raw, ' ', 1, true) then
       local first = windows[1]
       put(state, base, steps.from_compact(first, unpack_digits(raw, arity)))
-      return
+      return now ~= nil and clamp(state, base, windows, 1, now)
     end
     -- Entries are found by period: a period the rule no longer has is dropped at the next write.
     -- A scan with plain finds: gmatch would build an iterator and a capture per number.
@@ -82,6 +101,13 @@ local function counter_module(steps)
       end
       at = stop + 1
     end
+    local moved = false
+    if now then
+      for k = 1, count do
+        moved = clamp(state, base, windows, k, now) or moved
+      end
+    end
+    return moved
   end
 
   -- Writes the entries held from `base` on, with the latest of their expiries as the key's TTL:
@@ -120,9 +146,10 @@ local function counter_module(steps)
     redis.call('SET', key, value, 'PX', ttl)
   end
 
-  function module.load(key, windows)
+  -- `now` is nil for an undo (see read); `dirty` says the state must be written.
+  function module.load(key, windows, now)
     local state = {}
-    read(key, windows, state, 0)
+    state.dirty = read(key, windows, state, 0, now)
     return state
   end
 
@@ -171,7 +198,7 @@ local function counter_module(steps)
   -- charges it if `charging`, and appends its windows' reply. Entries are indexed directly and
   -- made current once: through the interface above, a window took some twenty Lua calls.
   function module.check(key, windows, now, cost, state, base)
-    read(key, windows, state, base)
+    local moved = read(key, windows, state, base, now)
     local fit = true
     for k = 1, #windows do
       local w, i = windows[k], base + (k - 1) * arity
@@ -182,10 +209,11 @@ local function counter_module(steps)
         fit = false
       end
     end
-    return fit
+    return fit, moved
   end
 
-  function module.finish(key, windows, now, cost, charging, state, base, reply, n)
+  -- `moved`: check moved an entry back to now, so the key is written even if nothing is charged.
+  function module.finish(key, windows, now, cost, charging, state, base, reply, n, moved)
     for k = 1, #windows do
       local w, i = windows[k], base + (k - 1) * arity
       local a, b, c = state[i + 1], state[i + 2], state[i + 3]
@@ -199,7 +227,7 @@ local function counter_module(steps)
       end
       n = append_window(reply, n, left, reset_at, fits(w, now, cost, a, b, c))
     end
-    if charging then
+    if charging or moved then
       write(key, state, base, windows, now)
     end
     return n

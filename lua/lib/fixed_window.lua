@@ -8,7 +8,16 @@
 local function fixed_window_module()
   local steps = { arity = 2 }
 
-  -- A state written by a faster clock keeps its window rather than being reset.
+  -- A window a faster clock counted in is taken as ours, its count kept: it then ends within a
+  -- period of now rather than of that clock.
+  function steps.clamp(w, now, index, count)
+    local now_index = floor(now / w.period)
+    if index > now_index then
+      return now_index, count
+    end
+    return index, count
+  end
+
   function steps.current(w, now, index, count)
     local now_index = floor(now / w.period)
     if index == nil or index < now_index then
@@ -65,18 +74,22 @@ local function fixed_window_module()
   -- The commonest decision by hand (see counter_module.lua): the steps above, inlined.
   function steps.one(key, w, now, cost, peek, reply, n, raw)
     local period, limit = w.period, w.limit
-    local index, count, stored_end = floor(now / period), 0, nil
+    local index, count, stored_end, ahead = floor(now / period), 0, nil, false
     if raw then
       local ends, stored = unpack_digits(raw, 2)
       local at = floor((ends - 1) / period)
       if at >= index then
-        index, count, stored_end = at, stored, ends
+        -- A window ahead of ours (a faster clock's) is taken as ours, and so written back.
+        count, stored_end, ahead = stored, ends, at > index
       end
     end
     local window_end = (index + 1) * period
     local allowed = cost <= limit and count + cost <= limit
-    if allowed and cost > 0 and not peek then
-      count = count + cost
+    local charging = allowed and cost > 0 and not peek
+    if charging or ahead then
+      if charging then
+        count = count + cost
+      end
       local value = pack_digits(window_end, count)
       if value and window_end == stored_end then
         redis.call('SET', key, value, 'KEEPTTL')

@@ -3,7 +3,9 @@
 -- that way members sort like their numbers, so among entries of the same millisecond the last
 -- one is the largest total, and a window's usage is `total − total before the window`
 -- whatever the costs. Mirrors algorithms/sliding-log.ts; where that keeps `base`, this keeps
--- the newest entry that has left the longest window.
+-- the newest entry that has left the longest window. A total that would pass 2^53 - 1 (where
+-- doubles round) is rebased first: every total less that entry's, which keeps each difference.
+-- Entries a faster clock stamped after now are moved back to now (algorithms/algorithm.ts).
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_log_module()
@@ -54,10 +56,46 @@ local function sliding_log_module()
     log.before = nil
   end
 
+  -- ZADD of score, member pairs from a flat list, in chunks that unpack can pass.
+  local function sl_add(key, pairs)
+    for i = 1, #pairs, 512 do
+      redis.call('ZADD', key, unpack(pairs, i, min(i + 511, #pairs)))
+    end
+  end
+
+  -- Moves every entry stamped after now back to now. Their totals keep their order, which is
+  -- also the order of members of one score.
+  local function sl_clamp(key, now)
+    local ahead = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now), '+inf')
+    local pairs = {}
+    for i = 1, #ahead do
+      pairs[2 * i - 1], pairs[2 * i] = now, ahead[i]
+    end
+    sl_add(key, pairs)
+  end
+
+  -- Drops the entries at or before `cutoff` and takes `base` off every other total.
+  local function sl_rebase(key, cutoff, base)
+    local kept = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf', 'WITHSCORES')
+    redis.call('DEL', key)
+    local pairs = {}
+    for i = 1, #kept, 2 do
+      pairs[i], pairs[i + 1] = kept[i + 1], struct.pack('>I7', sl_total(kept[i]) - base)
+    end
+    sl_add(key, pairs)
+  end
+
   local sliding_log = {}
 
-  function sliding_log.load(key)
-    return { key = key }
+  -- Reads the key's newest entry at once: a key of another type fails the decision here, before
+  -- any key of it is written. `now` is nil for an undo, whose time is past: entries stamped after
+  -- it are real. Otherwise such entries make the log `dirty`: they are moved back to now when it
+  -- is written, which it then is even if nothing is charged.
+  function sliding_log.load(key, _, now)
+    local log = { key = key, before = {} }
+    log.total, log.last_time = sl_last(key)
+    log.dirty = now ~= nil and log.last_time ~= nil and log.last_time > now
+    return log
   end
 
   -- When `need` units fit in window w whose usage is `used`, `before` being the running total
@@ -72,13 +110,14 @@ local function sliding_log_module()
     end
     -- The request fits once enough of the oldest units have left the window: find the first
     -- entry whose running total reaches the target, by rank (totals grow with rank).
-    local target = before + used + need - w.limit
+    -- The last total less the room the request lacks: no sum passes the last total, below 2^53.
+    local target = before + used - (w.limit - need)
     if target == before + 1 then
       -- The first unit to leave belongs to the window's oldest entry.
       if not first then
         first = tonumber(redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now - w.period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
       end
-      return first + w.period
+      return min(first, now) + w.period
     end
     local low, high = 0, redis.call('ZCARD', key) - 1
     while low < high do
@@ -90,7 +129,7 @@ local function sliding_log_module()
       end
     end
     local entry = redis.call('ZRANGE', key, low, low, 'WITHSCORES')
-    return tonumber(entry[2]) + w.period
+    return min(tonumber(entry[2]), now) + w.period
   end
 
   function sliding_log.fits_at(log, w, now, need)
@@ -113,7 +152,10 @@ local function sliding_log_module()
     if not total then
       total, last_time = sl_last(key)
     end
-    local at = now
+    if log.dirty then
+      sl_clamp(key, now)
+      log.dirty, last_time = false, now
+    end
     if last_time == nil or last_time <= cutoff then
       -- Nothing left in any window: start the running total afresh.
       redis.call('DEL', key)
@@ -125,9 +167,15 @@ local function sliding_log_module()
       if outside > 1 then
         redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
       end
-      -- Entries stay in time order even when a caller's clock lags the one that wrote before it.
-      at = max(now, last_time)
+      if total + cost > MAX_EXACT then
+        local base = sl_total_at_or_before(key, cutoff)
+        sl_rebase(key, cutoff, base)
+        total = total - base
+        log.before = {}
+      end
     end
+    -- No entry is stamped after now (clamped above), so entries stay in time order.
+    local at = now
     redis.call('ZADD', key, at, struct.pack('>I7', total + cost))
     -- The new entry lies after every window's start and trimming kept the entry each window
     -- starts counting from, so the remembered totals before each window still hold.
@@ -197,6 +245,12 @@ local function sliding_log_module()
     local cutoff = now - period
     local total, last_time = sl_last(key)
     local before, before_time, trim, first = 0, nil, false, nil
+    local ahead = last_time ~= nil and last_time > now
+    if ahead then
+      -- Stamped by a faster clock: moved back to now, so that it leaves within a period of now.
+      sl_clamp(key, now)
+      last_time = now
+    end
     if last_time ~= nil then
       if last_time <= cutoff then
         before = total
@@ -223,19 +277,21 @@ local function sliding_log_module()
           redis.call('DEL', key)
         end
         total, before, used = 0, 0, 0
-      else
-        if trim then
-          redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(before_time))
-        end
-        at = max(now, last_time)
+      elseif total + cost > MAX_EXACT then
+        sl_rebase(key, cutoff, before)
+        total, before = total - before, 0
+      elseif trim then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(before_time))
       end
       total, used = total + cost, used + cost
       redis.call('ZADD', key, at, struct.pack('>I7', total))
-      redis.call('PEXPIRE', key, at + period - now)
+      redis.call('PEXPIRE', key, period)
       if used == cost then
         -- The new entry is all the window holds.
         first = at
       end
+    elseif ahead then
+      redis.call('PEXPIRE', key, period)
     end
     local remaining, reset_at = max(0, limit - used), now
     if remaining < limit then
@@ -245,9 +301,13 @@ local function sliding_log_module()
   end
 
   function sliding_log.save(key, log, windows, now)
+    if log.dirty then
+      sl_clamp(key, now)
+      log.dirty = false
+    end
     local ttl = 0
     if log.last_time then
-      ttl = log.last_time + sl_longest(windows) - now
+      ttl = min(log.last_time, now) + sl_longest(windows) - now
     end
     if ttl > 0 then
       redis.call('PEXPIRE', key, ttl)

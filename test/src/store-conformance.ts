@@ -1,4 +1,11 @@
-import { ALGORITHMS, type AlgorithmName, createLimiter, type RulesOptions, type Store } from '@tollgate/core'
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  createLimiter,
+  type Limiter,
+  type RulesOptions,
+  type Store,
+} from '@tollgate/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ManualClock } from './manual-clock.js'
 import { seededRandom } from './seeded-random.js'
@@ -317,6 +324,256 @@ export function runStoreConformance(name: string, setup: () => Promise<StoreHarn
         expect(units).toBeLessThanOrEqual(7)
       }
       await limiter.close()
+    })
+
+    describe('large quotas, clock skew, refunds across a rollover, bad clocks', () => {
+      const DAY = 86_400_000
+      const MAX = Number.MAX_SAFE_INTEGER
+      // 1 GB per day, 10 GB per hour, 100 GB per 30 days, and the extremes of limit and period.
+      const QUOTAS: ReadonlyArray<readonly [string, number, number]> = [
+        ['1 GB per day', 1e9, DAY],
+        ['10 GB per hour', 1e10, 3_600_000],
+        ['100 GB per 30 days', 1e11, 30 * DAY],
+        ['2^53 − 1 per ms', MAX, 1],
+        ['2^53 − 1 per 366 days', MAX, 366 * DAY],
+      ]
+
+      /** The same limit over a second, different period: a rule of two windows. */
+      function otherPeriod(periodMs: number): number {
+        return periodMs === 1 ? 2 : Math.floor(periodMs / 2)
+      }
+
+      describe.each(ALGORITHMS)('%s', (algorithm) => {
+        describe.each(QUOTAS)('%s', (_, limit, periodMs) => {
+          const shapes: ReadonlyArray<[string, RulesOptions, string[]]> = [
+            ['one window, one identifier', { r: { algorithm, windows: [{ limit, period: periodMs }] } }, ['ip:a']],
+            [
+              'two windows, two identifiers',
+              {
+                r: {
+                  algorithm,
+                  windows: [
+                    { limit, period: periodMs },
+                    { limit, period: otherPeriod(periodMs) },
+                  ],
+                },
+              },
+              ['ip:a', 'user:1'],
+            ],
+            [
+              'a parent',
+              {
+                r: { algorithm, windows: [{ limit, period: periodMs }], parent: 'root' },
+                root: { algorithm, windows: [{ limit, period: otherPeriod(periodMs) }] },
+              },
+              ['ip:a'],
+            ],
+          ]
+
+          // Each test's decisions go out in one turn of the event loop, so one script call on
+          // Redis: a key of a 1 ms period lives 1 ms of Redis's own clock, which runs on between
+          // calls whatever the injected clock says.
+          it.each(shapes)('were refused; now count to the unit (%s)', async (_shape, rules, ids) => {
+            const { limiter, clock } = limiterFor(rules)
+            const longest = Math.max(periodMs, otherPeriod(periodMs))
+            const [first, over, last, whole, refunded, again] = await Promise.all([
+              limiter.consume('r', ids, { cost: limit - 1 }),
+              limiter.consume('r', ids, { cost: 2 }),
+              limiter.consume('r', ids, { cost: 1 }),
+              limiter.peek('r', ids, { cost: limit }),
+              limiter.refund('r', ids, { cost: limit }),
+              limiter.consume('r', ids, { cost: limit }),
+            ])
+            const each = (n: number) => first.windows.map(() => n)
+            expect(first.allowed).toBe(true)
+            expect(first.windows.map((w) => w.remaining)).toEqual(each(1))
+            expect(over.allowed).toBe(false)
+            expect(over.windows.map((w) => w.remaining)).toEqual(each(1))
+            expect(over.retryAfterMs).toBeGreaterThan(0)
+            expect(over.retryAfterMs).toBeLessThanOrEqual(2 * longest)
+            expect(last.allowed).toBe(true)
+            expect(last.windows.map((w) => w.remaining)).toEqual(each(0))
+            expect(whole.allowed).toBe(false)
+            expect(refunded.windows.map((w) => w.remaining)).toEqual(each(limit))
+            expect(again.allowed).toBe(true)
+            expect(again.windows.map((w) => w.remaining)).toEqual(each(0))
+            // A key of a 1 ms period may be gone (-2) by the time Redis is asked; none lacks a TTL (-1).
+            for (const { ttlMs } of await harness.keys()) {
+              expect(ttlMs).not.toBe(-1)
+              expect(ttlMs).toBeLessThanOrEqual(2 * longest)
+            }
+            clock.advance(2 * longest)
+            const later = await limiter.peek('r', ids, { cost: limit })
+            expect(later.allowed).toBe(true)
+            expect(later.windows.map((w) => w.remaining)).toEqual(each(limit))
+            await limiter.close()
+          })
+
+          it('weighs what a drained window has refilled or still counts to the unit', async () => {
+            const { limiter, clock } = limiterFor({ r: { algorithm, windows: [{ limit, period: periodMs }] } })
+            const L = BigInt(limit)
+            const P = BigInt(periodMs)
+            const index = Math.floor(T0 / periodMs)
+            for (const fraction of [0.000_001, 0.37, 0.999_999]) {
+              // `elapsed` ms after the drain, or into the next window for a sliding window, whose
+              // drained window is then the previous one.
+              const elapsed = Math.floor(periodMs * fraction)
+              const at = algorithm === 'sliding-window' ? (index + 1) * periodMs + elapsed : T0 + elapsed
+              await limiter.reset('r', 'ip:a')
+              clock.set(T0)
+              const drained = limiter.consume('r', 'ip:a', { cost: limit })
+              clock.set(at)
+              const [, peeked] = await Promise.all([drained, limiter.peek('r', 'ip:a')])
+              const remaining = BigInt(peeked.windows[0]?.remaining ?? -1)
+              if (algorithm === 'sliding-window') {
+                // limit − ceil(limit × overlap / period), exactly.
+                const overlap = P - BigInt(elapsed)
+                expect(remaining).toBe(L - (L * overlap + P - 1n) / P)
+              } else if (algorithm === 'token-bucket' || algorithm === 'gcra') {
+                // Exact, floor(elapsed × limit / period), where limit × period / gcd stays below
+                // 2^53; else a token is floor((2^53 − 1) / limit) units refilled at
+                // ceil(capacity / period) a ms: at most 2 × period / (2^53 − 1) of the refill more.
+                const exact = (BigInt(elapsed) * L) / P
+                expect(remaining >= exact).toBe(true)
+                expect(Number(remaining - exact)).toBeLessThanOrEqual(Math.ceil((2 * elapsed * limit) / MAX) + 1)
+              } else {
+                expect(remaining).toBe(algorithm === 'fixed-window' && Math.floor(at / periodMs) !== index ? L : 0n)
+              }
+            }
+            await limiter.close()
+          })
+        })
+
+        // A clock a day (a year) fast on one app server and right on another: what the fast one
+        // wrote must hold the identifier for one period of the right clock at most, not the skew.
+        describe.each([
+          ['a day', DAY, '10s', 10_000],
+          ['a year', 366 * DAY, '1d', DAY],
+        ] as const)('state stamped %s ahead', (_, skew, period, periodMs) => {
+          const bound = algorithm === 'sliding-window' ? 2 * periodMs : periodMs
+          const shapes: ReadonlyArray<[string, RulesOptions, string[]]> = [
+            ['one window, one identifier', { r: { algorithm, windows: [{ limit: 5, period }] } }, ['ip:a']],
+            [
+              'two windows, two identifiers',
+              {
+                r: {
+                  algorithm,
+                  windows: [
+                    { limit: 5, period },
+                    { limit: 7, period: periodMs / 2 },
+                  ],
+                },
+              },
+              ['ip:a', 'user:1'],
+            ],
+            [
+              'a parent',
+              {
+                r: { algorithm, windows: [{ limit: 5, period }], parent: 'root' },
+                root: { algorithm: 'sliding-log', windows: [{ limit: 100, period: periodMs / 2 }] },
+              },
+              ['ip:a'],
+            ],
+          ]
+
+          it.each(shapes)('locked the identifier out for the whole skew (%s)', async (_shape, rules, ids) => {
+            const { limiter, clock } = limiterFor(rules)
+            clock.set(T0 + skew)
+            expect((await limiter.consume('r', ids, { cost: 5 })).allowed).toBe(true)
+            clock.set(T0)
+            const peeked = await limiter.peek('r', ids)
+            expect(peeked.allowed).toBe(false)
+            expect(peeked.retryAfterMs).toBeGreaterThan(0)
+            expect(peeked.retryAfterMs).toBeLessThanOrEqual(bound)
+            for (const w of peeked.windows) expect(w.resetAtMs - T0).toBeLessThanOrEqual(bound)
+            for (const { ttlMs } of await harness.keys()) {
+              expect(ttlMs).toBeGreaterThan(0)
+              expect(ttlMs).toBeLessThanOrEqual(bound)
+            }
+            const refused = await limiter.consume('r', ids)
+            expect(refused).toMatchObject({ allowed: false, retryAfterMs: peeked.retryAfterMs })
+            clock.advance(refused.retryAfterMs - 1)
+            expect((await limiter.consume('r', ids)).allowed).toBe(false)
+            clock.advance(1)
+            expect((await limiter.consume('r', ids)).allowed).toBe(true)
+            for (const { ttlMs } of await harness.keys()) expect(ttlMs).toBeLessThanOrEqual(bound)
+            await limiter.close()
+          })
+        })
+
+        // 10 per 1 s, a cost of 4 charged at 0.9 s and refunded at 1.1 s, after the window rolled over.
+        it('gave nothing back once the window had rolled over (one window)', async () => {
+          const { limiter, clock } = limiterFor({ r: { algorithm, windows: [{ limit: 10, period: '1s' }] } })
+          clock.set(T0 + 900)
+          expect((await limiter.consume('r', 'ip:a', { cost: 4 })).windows[0]?.remaining).toBe(6)
+          clock.set(T0 + 1_100)
+          expect((await limiter.refund('r', 'ip:a', { cost: 4 })).windows[0]?.remaining).toBe(10)
+          expect((await limiter.peek('r', 'ip:a', { cost: 10 })).allowed).toBe(true)
+          await limiter.close()
+        })
+
+        it('gave back unevenly once one window had rolled over (two windows, two identifiers, a parent)', async () => {
+          const { limiter, clock } = limiterFor({
+            r: {
+              algorithm,
+              windows: [
+                { limit: 10, period: '1s' },
+                { limit: 30, period: '10s' },
+              ],
+              parent: 'root',
+            },
+            root: { algorithm, windows: [{ limit: 50, period: '1m' }] },
+          })
+          clock.set(T0 + 900)
+          await limiter.consume('r', ['ip:a', 'user:1'], { cost: 4 })
+          clock.set(T0 + 1_100)
+          const refunded = await limiter.refund('r', ['ip:a', 'user:1'], { cost: 4 })
+          expect(refunded.windows.map((w) => w.remaining)).toEqual([10, 30, 10, 30, 50, 50])
+          await limiter.close()
+        })
+
+        it('takes a clock that returns no time as a store failure, and writes nothing', async () => {
+          let time: unknown = T0
+          const store = harness.makeStore(() => time as number)
+          const rules: RulesOptions = { r: { algorithm, windows: [{ limit: 5, period: '10s' }] } }
+          // A limiter per value: on Redis, failures open the limiter's circuit breaker.
+          const limiters = [createLimiter({ store, rules })]
+          await limiters[0]?.consume('r', 'ip:a', { cost: 2 })
+          for (const [bad, shown] of [
+            [Number.NaN, 'NaN'],
+            ['1700000000000', '"1700000000000"'],
+            [T0 + 0.5, String(T0 + 0.5)],
+            [-1, '-1'],
+            [1e20, '100000000000000000000'],
+          ] as const) {
+            const limiter = createLimiter({ store, rules })
+            limiters.push(limiter)
+            time = bad
+            const message = `clock returned ${shown}`
+            await expect(limiter.refund('r', 'ip:a', { cost: 2 })).rejects.toMatchObject({ code: 'TG_STORE' })
+            await expect(limiter.refund('r', 'ip:a', { cost: 2 })).rejects.toThrow(message)
+            const decision = await limiter.consume('r', 'ip:a', { cost: 1 })
+            expect(decision.error).toMatchObject({ code: 'TG_STORE' })
+            expect(decision.error?.message).toContain(message)
+            time = T0
+            expect((await (limiters[0] as Limiter).peek('r', 'ip:a')).windows[0]?.remaining).toBe(3)
+          }
+          for (const limiter of limiters) await limiter.close()
+        })
+      })
+
+      it('gave back only the current bucket of a sliding window that had rolled over', async () => {
+        const { limiter, clock } = limiterFor({
+          r: { algorithm: 'sliding-window', windows: [{ limit: 10, period: '1s' }] },
+        })
+        clock.set(T0 + 500)
+        await limiter.consume('r', 'ip:a', { cost: 4 })
+        clock.set(T0 + 1_100)
+        await limiter.consume('r', 'ip:a', { cost: 3 })
+        // Current 3 − 3, previous 4 − 2, which weighs ceil(2 × 0.9) = 2.
+        expect((await limiter.refund('r', 'ip:a', { cost: 5 })).windows[0]?.remaining).toBe(8)
+        await limiter.close()
+      })
     })
   })
 }

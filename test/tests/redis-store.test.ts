@@ -1,6 +1,8 @@
-import { RedisStore } from '@tollgate/core'
+import { randomUUID } from 'node:crypto'
+import { ALGORITHMS, type AlgorithmName, createLimiter, RedisStore, type RulesOptions } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { inject } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { ManualClock } from '../src/manual-clock.js'
 import { keysWithTtl } from '../src/redis-keys.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
@@ -18,4 +20,134 @@ runStoreConformance('RedisStore', async () => {
       await client.quit()
     },
   }
+})
+
+// A key of the wrong type (another program's list where a counter lives, a string where a log
+// lives) fails the decision with TG_STORE. All or nothing: every key is read and checked before
+// any is written, so the other identifiers' keys are not charged or refunded either, and a
+// retry charges or refunds them once.
+describe('RedisStore decisions over a key of the wrong type', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  const shapes = (algorithm: AlgorithmName): ReadonlyArray<[string, RulesOptions, string[], string]> => [
+    ['two identifiers', { r: { algorithm, windows: [{ limit: 10, period: '1m' }] } }, ['ip:a', 'ip:b'], 'r'],
+    [
+      'two windows, two identifiers',
+      {
+        r: {
+          algorithm,
+          windows: [
+            { limit: 10, period: '1m' },
+            { limit: 40, period: '1h' },
+          ],
+        },
+      },
+      ['ip:a', 'ip:b'],
+      'r',
+    ],
+    [
+      'a parent',
+      {
+        r: { algorithm, windows: [{ limit: 10, period: '1m' }], parent: 'root' },
+        root: { algorithm, windows: [{ limit: 40, period: '1h' }] },
+      },
+      ['ip:a'],
+      'root',
+    ],
+  ]
+
+  describe.each(ALGORITHMS)('%s', (algorithm) => {
+    it.each(shapes(algorithm))(
+      'refunded one identifier of a refund that failed on another (%s)',
+      async (_shape, rules, ids, brokenRule) => {
+        let now = 1_700_000_000_000
+        const store = new RedisStore({ client, clock: () => now, prefix: `wrongtype:${process.pid}:${randomUUID()}:` })
+        // The failures below are this test's own: they must not open the circuit breaker.
+        const limiter = createLimiter({ store, rules, onWarning: () => {}, breaker: { failureThreshold: 100 } })
+        await limiter.consume('r', ids, { cost: 3 })
+        const rule = limiter.rules.get(brokenRule)
+        const brokenId = ids[ids.length - 1] as string
+        const broken = store.keyOf({
+          rule: brokenRule,
+          algorithm,
+          windows: rule?.windows ?? [],
+          identifier: brokenId,
+        })
+        await client.del(broken)
+        if (algorithm === 'sliding-log') await client.set(broken, 'not a log')
+        else await client.lpush(broken, 'not a counter')
+        const before = await limiter.peek('r', ids[0] as string)
+        now += 1_000
+
+        await expect(limiter.refund('r', ids, { cost: 2 })).rejects.toMatchObject({
+          code: 'TG_STORE',
+          message: expect.stringContaining('WRONGTYPE'),
+        })
+        const consumed = await limiter.consume('r', ids, { cost: 2 })
+        expect(consumed.error).toMatchObject({ code: 'TG_STORE', message: expect.stringContaining('WRONGTYPE') })
+        const peeked = await limiter.peek('r', ids, { cost: 2 })
+        expect(peeked.error).toMatchObject({ code: 'TG_STORE' })
+        // Nothing moved on the identifiers whose keys were fine.
+        expect((await limiter.peek('r', ids[0] as string)).windows.map((w) => w.remaining)).toEqual(
+          before.windows.map((w) => w.remaining),
+        )
+        // Once the key is repaired, a retry refunds once.
+        await client.del(broken)
+        const retried = await limiter.refund('r', ids[0] as string, { cost: 2 })
+        expect(retried.windows[0]?.remaining).toBe(9)
+        await limiter.close()
+      },
+    )
+  })
+})
+
+// Two app servers on one Redis, one clock a day fast: what the fast one charged holds the
+// identifier on the other for one period at most (two for a sliding window), never the skew.
+describe('RedisStore on two app servers whose clocks are a day apart', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  it.each(ALGORITHMS)('%s locked the identifier out for a day on the right clock', async (algorithm) => {
+    const prefix = `two-clocks:${process.pid}:${randomUUID()}:`
+    const right = new ManualClock(1_700_000_000_000)
+    const fast = () => right.nowMs + 86_400_000
+    const rules: RulesOptions = {
+      r: {
+        algorithm,
+        windows: [
+          { limit: 5, period: '10s' },
+          { limit: 9, period: '5s' },
+        ],
+      },
+    }
+    const onFast = createLimiter({ store: new RedisStore({ client, clock: fast, prefix }), rules })
+    const onRight = createLimiter({ store: new RedisStore({ client, clock: right.now, prefix }), rules })
+    const bound = algorithm === 'sliding-window' ? 20_000 : 10_000
+    for (const ids of [['ip:a'], ['ip:b', 'user:1']]) {
+      expect((await onFast.consume('r', ids, { cost: 5 })).allowed).toBe(true)
+      const refused = await onRight.consume('r', ids)
+      expect(refused.allowed).toBe(false)
+      expect(refused.retryAfterMs).toBeGreaterThan(0)
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(bound)
+      for (const { ttlMs } of await keysWithTtl(client, prefix)) {
+        expect(ttlMs).toBeGreaterThan(0)
+        expect(ttlMs).toBeLessThanOrEqual(bound)
+      }
+      right.advance(refused.retryAfterMs)
+      expect((await onRight.consume('r', ids)).allowed).toBe(true)
+    }
+    await onFast.close()
+    await onRight.close()
+  })
 })

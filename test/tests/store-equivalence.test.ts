@@ -142,3 +142,88 @@ describe('MemoryStore and RedisStore decide one-window rules identically', () =>
     await Promise.all(limiters.map((limiter) => limiter.close()))
   })
 })
+
+// Large quotas (bytes): limits up to 2^53 − 1, periods up to 366 days, costs up to the limit,
+// jumps of hours to months, and now and then a charge from a clock a day fast (another app server's),
+// so that sums and products pass 2^53, the bucket takes its coarser scale, and state stamped
+// ahead of the clock is moved back, on every path: one window, several windows and identifiers,
+// parents.
+describe('MemoryStore and RedisStore decide large quotas identically', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  const MAX = Number.MAX_SAFE_INTEGER
+  const DAY = 86_400_000
+
+  it.each(ALGORITHMS)('%s, over 1,500 random operations', async (algorithm) => {
+    const clock = new ManualClock(1_700_000_000_321)
+    const rules = {
+      max: { algorithm, windows: [{ limit: MAX, period: '366d' }] },
+      fast: { algorithm, windows: [{ limit: MAX - 2, period: '1m' }] },
+      day: { algorithm, windows: [{ limit: 1e9, period: '1d' }] },
+      bytes: {
+        algorithm,
+        windows: [
+          { limit: 1e10, period: '1h' },
+          { limit: 1e11, period: '30d' },
+        ],
+        parent: 'all',
+      },
+      all: { algorithm, windows: [{ limit: MAX - 6, period: '366d' }] },
+    }
+    const limits: Record<keyof typeof rules, number> = { max: MAX, fast: MAX - 2, day: 1e9, bytes: 1e10, all: MAX }
+    const limiters: Limiter[] = [
+      createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules, onWarning: () => {} }),
+      createLimiter({
+        store: new RedisStore({ client, clock: clock.now, prefix: `large:${process.pid}:${algorithm}:` }),
+        rules,
+        onWarning: () => {},
+        // A busy machine must not turn a slow answer into a difference.
+        storeTimeoutMs: 10_000,
+      }),
+    ]
+    const random = seededRandom(200 + ALGORITHMS.indexOf(algorithm))
+    const seen = { allowed: 0, refused: 0 }
+    for (let step = 0; step < 1_500; step++) {
+      const roll = random(100)
+      if (roll < 3) clock.advance(DAY)
+      else if (roll < 5) clock.advance(30 * DAY + random(DAY))
+      else if (roll < 15) clock.advance(random(3_600_000))
+      else clock.advance(random(5))
+      const rule = (['max', 'max', 'fast', 'day', 'bytes', 'bytes', 'all'] as const)[random(7)] ?? 'max'
+      const ids = random(3) === 0 ? ['ip:203.0.113.7', 'user:42'] : [IDENTIFIERS[random(2)] as string]
+      const limit = limits[rule]
+      // Costs spread over the limit's whole range: a random fraction, with exact integer steps.
+      const cost =
+        random(10) === 0
+          ? 0
+          : random(8) === 0
+            ? limit - random(3)
+            : Math.floor((limit / 1_000_000) * random(1_000_000)) + random(1_000)
+      const operation = (['consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(5)] ?? 'peek'
+      // Now and then another app server, a day fast, charges fresh targets first. Only fresh
+      // ones: Redis expires keys on its own clock, so one the manual clock has passed (gone from
+      // the MemoryStore) may still be there to be read when the clock goes back.
+      const skewed = random(30) === 0
+      if (skewed) {
+        await Promise.all(limiters.map((limiter) => limiter.reset(rule, ids)))
+        clock.advance(DAY)
+        await Promise.all(limiters.map((limiter) => limiter.consume(rule, ids, { cost: Math.floor(limit / 2) })))
+        clock.advance(-DAY)
+      }
+      const [local, redis] = (await Promise.all(
+        limiters.map((limiter) => limiter[operation](rule, ids, { cost })),
+      )) as [Decision, Decision]
+      expect(redis, `step ${step}: ${operation} ${rule} ${ids.join(',')} cost ${cost}`).toEqual(local)
+      if (operation === 'consume') seen[local.allowed ? 'allowed' : 'refused']++
+    }
+    expect(seen.allowed).toBeGreaterThan(100)
+    expect(seen.refused).toBeGreaterThan(100)
+    await Promise.all(limiters.map((limiter) => limiter.close()))
+  })
+})

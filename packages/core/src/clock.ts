@@ -1,4 +1,26 @@
+import { describeValue, TollgateError } from './errors.js'
+
 /** Milliseconds since the epoch, as whole numbers. */
 export type Clock = () => number
 
 export const systemClock: Clock = () => Date.now()
+
+/** The latest time a Date can hold: with a period of up to 366 days added, still an exact double. */
+export const MAX_TIME_MS = 8_640_000_000_000_000
+
+/**
+ * The time a store's `clock` returned, if it is one: whole milliseconds from 0 to MAX_TIME_MS.
+ * Anything else (NaN, a string, a fraction, a negative number, 1e20) would compare false or true
+ * everywhere and silently admit or refuse everything, so the decision fails instead, as a store
+ * error (`TG_STORE`), before any state is read or written.
+ */
+export function timeFrom(clock: Clock, store: string): number {
+  const now: unknown = clock()
+  if (typeof now !== 'number' || !Number.isInteger(now) || now < 0 || now > MAX_TIME_MS) {
+    throw new TollgateError(
+      'TG_STORE',
+      `${store} option clock returned ${describeValue(now)}; a clock must return whole milliseconds since the epoch, from 0 to ${MAX_TIME_MS}`,
+    )
+  }
+  return now
+}

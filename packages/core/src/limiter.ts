@@ -103,7 +103,7 @@ export interface Limiter extends EventEmitter<LimiterEvents> {
   consume(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
   /** The decision `consume` would make now, charging nothing. */
   peek(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
-  /** Gives `cost` units back to every window `consume` would charge, most recent first. Store failures reject (code `TG_STORE`). */
+  /** Gives `cost` units back to every window `consume` would charge, most recent first, each window what it still counts of them; all or nothing. Store failures reject (code `TG_STORE`). */
   refund(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
   /** Forgets the state of the rule and its parents for these identifiers. Store failures reject (code `TG_STORE`). */
   reset(rule: string, identifiers: string | readonly string[]): Promise<void>

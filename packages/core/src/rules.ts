@@ -83,12 +83,6 @@ export const MAX_CHAIN_LENGTH = 8
 /** Every response's header fields repeat the rule's name, and HTTP clients cap a field's size (Node's at 16 KiB for all of them). */
 export const MAX_RULE_NAME_LENGTH = 128
 
-/**
- * Counters compare `limit × period` products exactly; beyond 2^53 doubles would round.
- * The bucket algorithms divide by gcd(limit, period) first, so they accept far larger limits.
- */
-const MAX_EXACT = Number.MAX_SAFE_INTEGER
-
 export type WarningHandler = (message: string, code: string) => void
 
 const RULE_KEYS = new Set(['algorithm', 'windows', 'parent', 'onStoreError'])
@@ -157,9 +151,7 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
       `${where}: ${windowsRaw.length} windows is more than the maximum of ${MAX_WINDOWS_PER_RULE}`,
     )
   }
-  const windows = windowsRaw.map((window, index) =>
-    resolveWindow(window, `${where}, window ${index}`, algorithm as AlgorithmName),
-  )
+  const windows = windowsRaw.map((window, index) => resolveWindow(window, `${where}, window ${index}`))
   const seen = new Map<number, number>()
   windows.forEach((window, index) => {
     const earlier = seen.get(window.periodMs)
@@ -177,7 +169,7 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
   return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError }
 }
 
-function resolveWindow(raw: unknown, where: string, algorithm: AlgorithmName): Window {
+function resolveWindow(raw: unknown, where: string): Window {
   if (!isPlainObject(raw)) {
     throw new TollgateConfigError(`${where} must be an object { limit, period }, got ${describeValue(raw)}`)
   }
@@ -186,15 +178,10 @@ function resolveWindow(raw: unknown, where: string, algorithm: AlgorithmName): W
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
     throw new TollgateConfigError(`${where}: limit must be a positive integer, got ${describeValue(limit)}`)
   }
+  // Any limit up to 2^53 − 1 with any period up to 366 days: the algorithms keep their
+  // products exact or, for the largest buckets, within a stated resolution (see bucket.ts).
   const periodMs = parseDuration(period)
   if (typeof periodMs === 'string') throw new TollgateConfigError(`${where}: period ${periodMs}`)
-  const product =
-    algorithm === 'token-bucket' || algorithm === 'gcra' ? (limit / gcd(limit, periodMs)) * periodMs : limit * periodMs
-  if (product > MAX_EXACT) {
-    throw new TollgateConfigError(
-      `${where}: limit ${limit} per ${periodMs} ms is too large for ${q(algorithm)} to count exactly (limit × period must stay below 2^53); use a coarser unit of cost or another algorithm`,
-    )
-  }
   return { limit, periodMs }
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
 import {
+  ALGORITHMS,
   createLimiter,
   type LimiterOptions,
   MAX_CHAIN_LENGTH,
@@ -303,20 +304,40 @@ describe('unknown option keys', () => {
   })
 })
 
-describe('limit × period exactness', () => {
-  const huge = 2 ** 40
+describe('large quotas', () => {
+  // Byte quotas: 1 GB per day, 10 GB per hour, 100 GB per 30 days, and the extremes.
+  const quotas = [
+    [1e9, '1d'],
+    [1e10, '1h'],
+    [1e11, '30d'],
+    [Number.MAX_SAFE_INTEGER, 1],
+    [Number.MAX_SAFE_INTEGER, '366d'],
+  ] as const
 
-  it.each(['sliding-log', 'fixed-window', 'sliding-window'] as const)(
-    'refuses %s when limit × period is above 2^53',
+  it.each(ALGORITHMS)(
+    'were refused for %s once limit × period passed 2^53; any limit up to 2^53 − 1 per up to 366 days is accepted',
     (algorithm) => {
-      const message = rulesError({ api: { algorithm, windows: [{ limit: huge, period: '60s' }] } })
-      expect(message).toContain(`rule 'api', window 0: limit ${huge} per 60000 ms is too large for '${algorithm}'`)
+      for (const [limit, period] of quotas) {
+        const limiter = createLimiter({
+          rules: { api: { algorithm, windows: [{ limit, period }] } },
+          onWarning: () => {},
+        })
+        expect(limiter.rules.get('api')?.windows[0]?.limit).toBe(limit)
+        void limiter.close()
+      }
     },
   )
 
+  it('refuses a limit above 2^53 − 1, naming it', () => {
+    expect(rulesError({ api: { windows: [{ limit: 2 ** 53, period: '1d' }] } })).toContain(
+      "rule 'api', window 0: limit must be a positive integer, got 9007199254740992",
+    )
+  })
+
   it.each(['token-bucket', 'gcra'] as const)(
-    'accepts %s with the same limit, its level being scaled by gcd(limit, period)',
+    '%s admits the whole limit of 2^40 per minute at once, then one token per refill',
     async (algorithm) => {
+      const huge = 2 ** 40
       let now = 1_000_000
       const limiter = createLimiter({
         store: new MemoryStore({ clock: () => now, sweepIntervalMs: 0 }),

@@ -15,8 +15,14 @@ export interface Algorithm<S> {
   remaining(state: S | undefined, window: Window, now: number): number
   /** Charges `cost` to every window; callers check `fitsAt` first. */
   charge(state: S | undefined, windows: readonly Window[], now: number, cost: number): S
-  /** Gives back up to `cost` units, most recent first; `undefined` when nothing is left. */
+  /** Gives back up to `cost` units, most recent first, as far as each window still counts them; `undefined` when nothing is left. */
   refund(state: S | undefined, windows: readonly Window[], now: number, cost: number): S | undefined
+  /**
+   * Moves back to `now`, in place, whatever a faster clock stamped later than `now` (another app
+   * server's, or this one's before it was set back), so that such state ends within a period of
+   * this clock instead of the skew; true when anything moved, and the state must then be written.
+   */
+  clamp(state: S | undefined, windows: readonly Window[], now: number): boolean
   /** From this time on the state is indistinguishable from no state, so it may be dropped. */
   expiresAt(state: S, windows: readonly Window[]): number
 }

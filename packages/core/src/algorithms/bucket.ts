@@ -7,6 +7,11 @@ import { type PeriodState, store, valuesOf } from './period-state.js'
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
  * 1/(period / g) token, g = gcd(limit, period), so that refilling `limit` tokens per `period` adds
  * a whole number (`limit / g`) each millisecond and every comparison is exact integer arithmetic.
+ * When that capacity, `limit × period / g`, would pass 2^53 − 1 (where doubles round), a token
+ * is instead `floor((2^53 − 1) / limit)` units, and a millisecond refills the whole number of
+ * units just above its exact share, `ceil(capacity / period)`: the bucket still holds exactly
+ * `limit` tokens, and refills less than 2 × period / (2^53 − 1) (7.03 ppm at 366 days) faster
+ * than `limit` per `period`, never slower, so it is full again within the period.
  */
 export type BucketState = PeriodState
 
@@ -18,18 +23,25 @@ interface Scale {
 
 const scales = new WeakMap<Window, Scale>()
 
-function scaleOf(window: Window): Scale {
+export function scaleOf(window: Window): Scale {
   let scale = scales.get(window)
   if (!scale) {
-    const g = gcd(window.limit, window.periodMs)
-    const perToken = window.periodMs / g
-    scale = { perToken, perMs: window.limit / g, capacity: window.limit * perToken }
+    const { limit, periodMs } = window
+    const g = gcd(limit, periodMs)
+    const exact = (limit / g) * periodMs
+    if (exact <= Number.MAX_SAFE_INTEGER) {
+      scale = { perToken: periodMs / g, perMs: limit / g, capacity: exact }
+    } else {
+      const perToken = Math.floor(Number.MAX_SAFE_INTEGER / limit)
+      const capacity = limit * perToken
+      scale = { perToken, perMs: Math.ceil(capacity / periodMs), capacity }
+    }
     scales.set(window, scale)
   }
   return scale
 }
 
-/** A measurement from a faster clock is not refilled backwards: time starts from the later of the two. */
+/** The level at `now`; a measurement stamped later than `now` was moved back to it by `clamp`. */
 function current(state: BucketState | undefined, window: Window, now: number): [number, number] {
   const { perMs, capacity } = scaleOf(window)
   const offset = valuesOf(state, window.periodMs, 2)
@@ -74,6 +86,18 @@ export const bucket: Algorithm<BucketState> = {
       store(state, window.periodMs, [Math.min(capacity, level + cost * perToken), at])
     }
     return state
+  },
+
+  clamp(state, windows, now) {
+    let moved = false
+    for (const window of windows) {
+      const offset = valuesOf(state, window.periodMs, 2)
+      if (offset >= 0 && ((state as PeriodState)[offset + 1] as number) > now) {
+        ;(state as PeriodState)[offset + 1] = now
+        moved = true
+      }
+    }
+    return moved
   },
 
   expiresAt(state, windows) {

@@ -5,7 +5,7 @@ import { type PeriodState, store, valuesOf } from './period-state.js'
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState
 
-/** A state written by a faster clock (index ahead of ours) is kept rather than reset, so skewed clocks cannot reopen a window. */
+/** A window ahead of ours was moved back to ours by `clamp`: its count stays counted, for one period at most. */
 function current(state: FixedWindowState | undefined, window: Window, now: number): [number, number] {
   const index = Math.floor(now / window.periodMs)
   const at = valuesOf(state, window.periodMs, 2)
@@ -41,6 +41,19 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       store(state, window.periodMs, [index, Math.max(0, count - cost)])
     }
     return state
+  },
+
+  clamp(state, windows, now) {
+    let moved = false
+    for (const window of windows) {
+      const at = valuesOf(state, window.periodMs, 2)
+      const index = Math.floor(now / window.periodMs)
+      if (at >= 0 && ((state as PeriodState)[at] as number) > index) {
+        ;(state as PeriodState)[at] = index
+        moved = true
+      }
+    }
+    return moved
   },
 
   expiresAt(state, windows) {

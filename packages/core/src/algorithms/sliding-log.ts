@@ -5,7 +5,9 @@ import { type Algorithm, NEVER } from './algorithm.js'
  * Every admitted request as (time, running total of units after it). The running total makes a
  * window's usage one subtraction, `total − total before the window`, whatever the costs, so a
  * byte quota costs one entry per request, not one per byte. Entries that left the longest window
- * are dropped and their total is kept as `base`.
+ * are dropped and their total is kept as `base`. A total that would pass 2^53 − 1, where doubles
+ * round, is rebased first: `base` is taken off every total, which keeps each difference, so the
+ * newest total is again at most what the longest window holds (its limit, below 2^53).
  */
 export interface SlidingLogState {
   times: number[]
@@ -47,7 +49,8 @@ export const slidingLog: Algorithm<SlidingLogState> = {
     const { used: inWindow, before } = used(state, window, now)
     if (inWindow + need <= window.limit) return now
     // The request fits once enough of the oldest units have left the window.
-    const target = before + inWindow + need - window.limit
+    // The last total less the room the request lacks: no sum passes the last total, below 2^53.
+    const target = before + inWindow - (window.limit - need)
     let low = 0
     let high = state.totals.length - 1
     while (low < high) {
@@ -81,8 +84,12 @@ export const slidingLog: Algorithm<SlidingLogState> = {
       }
     }
     const n = log.times.length
-    // Entries stay in time order even when a caller's clock lags the one that wrote before it.
-    log.times.push(n > 0 ? Math.max(now, log.times[n - 1] as number) : now)
+    if (totalAt(log, n - 1) + cost > Number.MAX_SAFE_INTEGER) {
+      for (let i = 0; i < n; i++) log.totals[i] = (log.totals[i] as number) - log.base
+      log.base = 0
+    }
+    // `clamp` left no entry after now, so entries stay in time order.
+    log.times.push(now)
     log.totals.push(totalAt(log, n - 1) + cost)
     return log
   },
@@ -104,6 +111,16 @@ export const slidingLog: Algorithm<SlidingLogState> = {
       }
     }
     return state
+  },
+
+  clamp(state, _windows, now) {
+    if (!state) return false
+    let moved = false
+    for (let i = state.times.length - 1; i >= 0 && (state.times[i] as number) > now; i--) {
+      state.times[i] = now
+      moved = true
+    }
+    return moved
   },
 
   expiresAt(state, windows) {

@@ -1,6 +1,7 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
 import { type PeriodState, store, valuesOf } from './period-state.js'
+import { ceilRatio, largestWithin } from './ratios.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState
@@ -17,9 +18,10 @@ function current(state: SlidingWindowState | undefined, window: Window, now: num
 }
 
 /**
- * The estimate is `previous × (period − elapsed) / period + current`. Every comparison is
- * multiplied through by the period so that it runs on integers (exact below 2^53, which rule
- * validation guarantees) and Lua and JavaScript agree to the millisecond.
+ * How much of the previous window the sliding window still covers, in ms. The estimate is
+ * `previous × overlap / period + current`; every comparison weighs the previous count as the
+ * whole units `ceil(previous × overlap / period)`, computed exactly (ratios.ts) for any limit
+ * below 2^53 and period up to 366 days, so Lua and JavaScript agree to the unit and the millisecond.
  */
 function overlap(window: Window, index: number, now: number): number {
   return window.periodMs - Math.max(0, now - index * window.periodMs)
@@ -30,20 +32,18 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     const { limit, periodMs } = window
     if (need > limit) return NEVER
     const [index, count, previous] = current(state, window, now)
-    const room = (limit - need - count) * periodMs
+    const room = limit - need - count
     if (room >= 0) {
-      if (previous * overlap(window, index, now) <= room) return now
-      return Math.max(now, (index + 1) * periodMs - Math.floor(room / previous))
+      if (ceilRatio(previous, overlap(window, index, now), periodMs) <= room) return now
+      return Math.max(now, (index + 1) * periodMs - largestWithin(previous, room, periodMs))
     }
     // Only once this window has become the previous one can its count decay enough.
-    return (index + 2) * periodMs - Math.floor(((limit - need) * periodMs) / count)
+    return (index + 2) * periodMs - largestWithin(count, limit - need, periodMs)
   },
 
   remaining(state, window, now) {
-    const { limit, periodMs } = window
     const [index, count, previous] = current(state, window, now)
-    const free = limit * periodMs - count * periodMs - previous * overlap(window, index, now)
-    return Math.max(0, Math.floor(free / periodMs))
+    return Math.max(0, window.limit - count - ceilRatio(previous, overlap(window, index, now), window.periodMs))
   },
 
   charge(state, windows, now, cost) {
@@ -55,13 +55,29 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     return next
   },
 
+  // Each window gives back what it still counts of the units: from the current count first,
+  // then from the previous one, which holds the charge once the window has rolled over.
   refund(state, windows, now, cost) {
     if (!state) return undefined
     for (const window of windows) {
       const [index, count, previous] = current(state, window, now)
-      store(state, window.periodMs, [index, Math.max(0, count - cost), previous])
+      const fromCurrent = Math.min(count, cost)
+      store(state, window.periodMs, [index, count - fromCurrent, Math.max(0, previous - (cost - fromCurrent))])
     }
     return state
+  },
+
+  clamp(state, windows, now) {
+    let moved = false
+    for (const window of windows) {
+      const at = valuesOf(state, window.periodMs, 3)
+      const index = Math.floor(now / window.periodMs)
+      if (at >= 0 && ((state as PeriodState)[at] as number) > index) {
+        ;(state as PeriodState)[at] = index
+        moved = true
+      }
+    }
+    return moved
   },
 
   expiresAt(state, windows) {

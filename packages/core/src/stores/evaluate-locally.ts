@@ -22,7 +22,17 @@ export function evaluateLocally(
   const { operation, targets, cost } = request
   // Plain loops, no closures: this is the whole cost of an in-process decision.
   const states: unknown[] = new Array(targets.length)
-  for (let t = 0; t < targets.length; t++) states[t] = table.get(keys[t] as string, now)
+  // State a faster clock stamped after now is moved back to now, and written even if nothing
+  // is charged: otherwise it would hold this clock back for as long as the clocks disagree.
+  let clamped: boolean[] | undefined
+  for (let t = 0; t < targets.length; t++) {
+    const { algorithm, windows } = targets[t] as (typeof targets)[number]
+    states[t] = table.get(keys[t] as string, now)
+    if (algorithms[algorithm].clamp(states[t], windows, now)) {
+      clamped ??= []
+      clamped[t] = true
+    }
+  }
   let allowed = true
   if (operation !== 'refund') {
     for (let t = 0; t < targets.length && allowed; t++) {
@@ -41,11 +51,13 @@ export function evaluateLocally(
     const target = targets[t] as (typeof targets)[number]
     const algorithm = algorithms[target.algorithm]
     let state = states[t]
-    if (writes) {
-      state =
-        operation === 'refund'
-          ? algorithm.refund(state, target.windows, now, cost)
-          : algorithm.charge(state, target.windows, now, cost)
+    if (writes || clamped?.[t]) {
+      if (writes) {
+        state =
+          operation === 'refund'
+            ? algorithm.refund(state, target.windows, now, cost)
+            : algorithm.charge(state, target.windows, now, cost)
+      }
       const expiresAt = state === undefined ? 0 : algorithm.expiresAt(state, target.windows)
       if (expiresAt > now) table.set(keys[t] as string, state, expiresAt)
       else table.delete(keys[t] as string)

@@ -1,4 +1,4 @@
-import { type Clock, systemClock } from '../clock.js'
+import { type Clock, systemClock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import { isPlainObject, rejectUnknownKeys } from '../rules.js'
@@ -7,8 +7,12 @@ import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
 
 export interface MemoryStoreOptions {
   /**
-   * Where time comes from; tests pass a manual clock.
+   * Where time comes from; tests pass a manual clock. It must return whole milliseconds since
+   * the epoch (0 to 8.64e15): a decision whose clock returns anything else (NaN, a string, a
+   * fraction, a negative number) fails as a store error, code `TG_STORE`, its message naming the
+   * value, and touches no state.
    * @default Date.now
+   * @example () => Date.now()
    */
   clock?: Clock
   /**
@@ -139,7 +143,7 @@ export class MemoryStore implements Store {
 
   evaluateSync(request: StoreRequest): StoreResult {
     const keys = request.targets.map((target) => this.keyOf(target))
-    return evaluateLocally(this.table, keys, request, this.clock())
+    return evaluateLocally(this.table, keys, request, timeFrom(this.clock, 'MemoryStore'))
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {

@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot'
-import type { Clock } from '../clock.js'
+import { type Clock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName, Window } from '../rules.js'
@@ -46,8 +46,11 @@ export interface RedisStoreOptions {
   /**
    * Where time comes from. By default the Redis server's `TIME`, so that app servers whose
    * clocks disagree still share one timeline; pass a clock where scripts may not call TIME,
-   * or in tests.
+   * or in tests. It must return whole milliseconds since the epoch (0 to 8.64e15): a decision
+   * whose clock returns anything else fails as a store error, code `TG_STORE`, its message
+   * naming the value, and sends nothing to Redis.
    * @default undefined (server time)
+   * @example () => Date.now()
    */
   clock?: Clock
 }
@@ -178,7 +181,15 @@ export class RedisStore implements Store {
     const { operation, targets, cost } = request
     const keys: string[] = []
     for (const target of targets) keys.push(this.keyOf(target))
-    const time = this.clock ? String(this.clock()) : '-'
+    let time = '-'
+    if (this.clock) {
+      try {
+        time = String(timeFrom(this.clock, 'RedisStore'))
+      } catch (error) {
+        receiver.fail(error)
+        return
+      }
+    }
     if (this.cluster) {
       const slots = groupBySlot(keys)
       if (slots.length > 1) {
