@@ -75,21 +75,27 @@ async function start() {
 }
 const stop = () => app.close()
 `,
-    checkMts: `import Fastify from 'fastify'
-import tollgate from '@tollgate/fastify'
-const app = Fastify()
-await app.register(tollgate, { windows: [{ limit: 2, period: '1m' }] })
-app.get('/', { config: { rateLimit: { cost: 2 } } }, async () => 'ok')
-// @ts-expect-error cost is a number or a function: fails if the route config augmentation is lost
-app.get('/x', { config: { rateLimit: { cost: 'two' } } }, async () => 'ok')
+    checkMts: `import { type Decision, tollgate } from '@tollgate/fastify'
+import { fastify } from 'fastify'
+const app = fastify()
+await app.register(tollgate, { windows: [{ limit: 2, period: '1s' }] })
+app.get('/', { config: { rateLimit: { rule: 'api', cost: 2 } } }, async (request) => {
+  const decision: Decision | undefined = request.rateLimit
+  return { allowed: decision?.allowed ?? null, rule: app.tollgate.limit?.rule }
+})
+// @ts-expect-error only onRequest and preHandler check: fails if the route config resolves to any
+app.get('/bad', { config: { rateLimit: { hook: 'onSend' } } }, async () => null)
 `,
-    checkCts: `import Fastify = require('fastify')
-import plugin = require('@tollgate/fastify')
-const app = Fastify.default()
-void app.register(plugin.tollgate, { windows: [{ limit: 2, period: '1m' }] })
-app.get('/', { config: { rateLimit: { cost: 2 } } }, async () => 'ok')
-// @ts-expect-error cost is a number or a function: fails if the route config augmentation is lost
-app.get('/x', { config: { rateLimit: { cost: 'two' } } }, async () => 'ok')
+    checkCts: `import { tollgate } from '@tollgate/fastify'
+import { fastify } from 'fastify'
+export async function build() {
+  const app = fastify()
+  await app.register(tollgate, { global: false })
+  app.get('/health', { config: { rateLimit: false } }, async (request) => request.rateLimit?.reason ?? null)
+  // @ts-expect-error cost is a number or a function: fails if the route config augmentation is lost
+  app.get('/x', { config: { rateLimit: { cost: 'two' } } }, async () => 'ok')
+  return app
+}
 `,
   },
   koa: {
@@ -162,7 +168,10 @@ describe.each(Object.entries(ADAPTERS))('@tollgate/%s as installed from the regi
     expect(cjs).toEqual(esm)
   })
 
-  it('typechecks a consumer under nodenext, from ESM and from CJS', async () => {
+  // One program holding both the ESM and the CJS declarations, as an ESM app with one CommonJS
+  // file has. Regression: @tollgate/fastify's index.d.ts and index.d.cts each declared the Fastify
+  // augmentation with types of their own: "Subsequent property declarations must have the same type".
+  it('typechecks one consumer program that imports it from ESM and from CJS, under nodenext', async () => {
     const tsc = createRequire(join(repoRoot, 'package.json')).resolve('typescript/bin/tsc')
     const flags = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext']
     const checks = ['--skipLibCheck', 'false', '--lib', 'es2022', '--types', 'node', 'check.mts', 'check.cts']
