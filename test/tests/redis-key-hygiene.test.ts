@@ -15,7 +15,8 @@ import { keysWithoutTtl } from '../src/ttl-audit.js'
 
 const PREFIX = `hygiene:${process.pid}:`
 const MAX_KEY_BYTES = 200
-const LONG_RULE = 'r'.repeat(10_000)
+// The longest name a rule may have (128), past the 64 characters a key part keeps raw: its key part is a digest.
+const LONG_RULE = 'r'.repeat(128)
 
 // Periods of a minute and more: no key can expire while the test runs and hide a missing TTL.
 const rules: RulesOptions = {
