@@ -71,7 +71,7 @@ export interface Store {
    * continuations. The receiver's methods never throw.
    */
   evaluateInto?(request: StoreRequest, receiver: StoreReceiver): void
-  /** Forgets the state of these targets. */
+  /** Forgets the state of exactly these targets; a rule's parents are among them only when the caller asks. */
   reset(targets: readonly StoreTarget[]): Promise<void>
   /** Releases timers and connections the store owns (never a client it was given). */
   close(): Promise<void>
