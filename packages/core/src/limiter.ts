@@ -78,8 +78,8 @@ export interface DecisionOptions {
    */
   cost?: number
   /**
-   * Never refuse: a decision that would be refused is allowed with reason `dry-run`, its
-   * windows still marking which one refused. Nothing is charged for it.
+   * Never refuse: a decision that would be refused is allowed with reason `dry-run` and
+   * `retryAfterMs` 0, its windows still marking which one refused. Nothing is charged for it.
    * @default false
    */
   dryRun?: boolean
@@ -544,7 +544,8 @@ function finish(plan: Plan, result: StoreResult): Decision {
 
 function withDryRun(plan: Plan, decision: Decision): Decision {
   if (plan.dryRun && !decision.allowed && plan.request.operation !== 'refund') {
-    return { ...decision, allowed: true, reason: 'dry-run' }
+    // Allowed, so nothing to wait for: a client told to retry later would hold back for nothing.
+    return { ...decision, allowed: true, reason: 'dry-run', retryAfterMs: 0 }
   }
   return decision
 }
