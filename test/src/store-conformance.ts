@@ -575,5 +575,77 @@ export function runStoreConformance(name: string, setup: () => Promise<StoreHarn
         await limiter.close()
       })
     })
+
+    describe('reset and parent rules', () => {
+      const rules = {
+        api: { windows: [{ limit: 5, period: '10s' }] },
+        'api.login': { windows: [{ limit: 2, period: '10s' }], parent: 'api' },
+        'api.search': { windows: [{ limit: 5, period: '10s' }], parent: 'api' },
+      }
+
+      /** user:1 spends 2 on api.search and 2 on api.login (4 of api's 5); user:2 spends 1 on api.login. */
+      async function spent() {
+        const made = limiterFor(rules)
+        for (let i = 0; i < 2; i++) await made.limiter.consume('api.search', 'user:1')
+        for (let i = 0; i < 2; i++) await made.limiter.consume('api.login', 'user:1')
+        await made.limiter.consume('api.login', 'user:2')
+        return made
+      }
+
+      async function remaining(limiter: Limiter, rule: string, identifier: string) {
+        return (await limiter.peek(rule, identifier)).windows.map((w) => [w.rule, w.remaining])
+      }
+
+      // Regression: resetting a child rule forgot its parent's state too, handing back what the
+      // identifier had spent on the parent through the child's siblings.
+      it("forgets only the rule's own windows by default (it forgot the parent's too)", async () => {
+        const { limiter } = await spent()
+        await limiter.reset('api.login', 'user:1')
+        expect(await remaining(limiter, 'api.login', 'user:1')).toEqual([
+          ['api.login', 2],
+          ['api', 1],
+        ])
+        expect(await remaining(limiter, 'api.search', 'user:1')).toEqual([
+          ['api.search', 3],
+          ['api', 1],
+        ])
+        expect(await remaining(limiter, 'api.login', 'user:2')).toEqual([
+          ['api.login', 1],
+          ['api', 4],
+        ])
+        // api and api.search for user:1, api.login and api for user:2.
+        expect(await harness.keys()).toHaveLength(4)
+        await limiter.close()
+      })
+
+      it('forgets the parents too with { parents: true }, never a sibling', async () => {
+        const { limiter } = await spent()
+        await limiter.reset('api.login', 'user:1', { parents: true })
+        expect(await remaining(limiter, 'api.login', 'user:1')).toEqual([
+          ['api.login', 2],
+          ['api', 5],
+        ])
+        expect(await remaining(limiter, 'api.search', 'user:1')).toEqual([
+          ['api.search', 3],
+          ['api', 5],
+        ])
+        expect(await harness.keys()).toHaveLength(3)
+        await limiter.close()
+      })
+
+      it('forgets a parent alone, leaving its children', async () => {
+        const { limiter } = await spent()
+        await limiter.reset('api', ['user:1', 'user:2'])
+        expect(await remaining(limiter, 'api.login', 'user:1')).toEqual([
+          ['api.login', 0],
+          ['api', 5],
+        ])
+        expect(await remaining(limiter, 'api.login', 'user:2')).toEqual([
+          ['api.login', 1],
+          ['api', 5],
+        ])
+        await limiter.close()
+      })
+    })
   })
 }

@@ -4,7 +4,7 @@ import type { TollgateError } from './errors.js'
  * - `ok`: every window had room; the cost was charged (or, for `peek`, would be).
  * - `limited`: at least one window refused; nothing was charged.
  * - `dry-run`: a window refused, but the decision was asked with `dryRun`, so it lets the
- *   request through; `windows` still say which window refused.
+ *   request through (`retryAfterMs` 0); `windows` still say which window refused.
  * - `store-error-allowed`: the store failed or did not answer in time and the policy is
  *   `'allow'` (fail open); `windows` is empty, `error` says what happened.
  * - `store-error-denied`: the same with the policy `'deny'` (fail closed).
@@ -45,7 +45,7 @@ export interface Decision {
   rule: string
   /** Units this request asked for. @example 1 */
   cost: number
-  /** 0 when allowed; else milliseconds until this same request would fit, `Infinity` when its cost exceeds a window's limit. @example 2100 */
+  /** 0 when allowed, dry runs included; else milliseconds until this same request would fit, `Infinity` when its cost exceeds a window's limit. @example 2100 */
   retryAfterMs: number
   /** The time the store decided at, epoch milliseconds (the Redis server's clock by default). @example 1763712000900 */
   nowMs: number

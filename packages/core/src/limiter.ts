@@ -84,8 +84,8 @@ export interface DecisionOptions {
    */
   cost?: number
   /**
-   * Never refuse: a decision that would be refused is allowed with reason `dry-run`, its
-   * windows still marking which one refused. Nothing is charged for it.
+   * Never refuse: a decision that would be refused is allowed with reason `dry-run` and
+   * `retryAfterMs` 0, its windows still marking which one refused. Nothing is charged for it.
    * @default false
    */
   dryRun?: boolean
@@ -93,6 +93,17 @@ export interface DecisionOptions {
   onStoreError?: StoreErrorPolicy
   /** This call's bound on the store's answer, in ms. @default the limiter's `storeTimeoutMs` */
   storeTimeoutMs?: number
+}
+
+export interface ResetOptions {
+  /**
+   * Also forget the state of the rule's parents, and theirs, for these identifiers. A parent
+   * counts what every one of its children spent, so forgetting it hands back units spent
+   * through the rule's siblings too.
+   * @default false
+   * @example limiter.reset('api.login', 'user:1', { parents: true })
+   */
+  parents?: boolean
 }
 
 /** Identifiers or windows beyond these make one decision unreasonably large; they are refused. */
@@ -105,8 +116,11 @@ export interface Limiter extends EventEmitter<LimiterEvents> {
   peek(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
   /** Gives `cost` units back to every window `consume` would charge, most recent first, each window what it still counts of them; all or nothing. Store failures reject (code `TG_STORE`). */
   refund(rule: string, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Decision>
-  /** Forgets the state of the rule and its parents for these identifiers. Store failures reject (code `TG_STORE`). */
-  reset(rule: string, identifiers: string | readonly string[]): Promise<void>
+  /**
+   * Forgets the state of the rule's own windows for these identifiers; with `{ parents: true }`,
+   * its parents' too. Store failures reject (code `TG_STORE`).
+   */
+  reset(rule: string, identifiers: string | readonly string[], options?: ResetOptions): Promise<void>
   /** Refuses new calls, waits for those in flight, then closes the store. */
   close(): Promise<void>
   /** The resolved rules, by name. */
@@ -119,6 +133,7 @@ export interface Limiter extends EventEmitter<LimiterEvents> {
 
 const OPTION_KEYS = new Set(['store', 'rules', 'onWarning', 'onStoreError', 'storeTimeoutMs', 'breaker'])
 const DECISION_OPTION_KEYS = new Set(['cost', 'dryRun', 'onStoreError', 'storeTimeoutMs'])
+const RESET_OPTION_KEYS = new Set(['parents'])
 const DEFAULT_STORE_TIMEOUT_MS = 100
 
 interface ResolvedDecisionOptions {
@@ -368,11 +383,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
       decide('peek', rule, identifiers, options),
     refund: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
       decide('refund', rule, identifiers, options),
-    reset(rule: string, identifiers: string | readonly string[]) {
+    reset(rule: string, identifiers: string | readonly string[], options?: ResetOptions) {
       if (closing) return Promise.reject(closedError())
       let targets: StoreTarget[]
       try {
-        targets = targetsOf(ruleOf(rules, rule), identifiersOf(identifiers))
+        const resolved = ruleOf(rules, rule)
+        const ids = identifiersOf(identifiers)
+        targets = targetsOf(resetsParents(options) ? resolved.chain : [resolved], ids)
       } catch (error) {
         return Promise.reject(error)
       }
@@ -471,9 +488,29 @@ function checkOptions(options: unknown, defaults: ResolvedDecisionOptions): Reso
   }
 }
 
-function targetsOf(rule: Rule, identifiers: readonly string[]): StoreTarget[] {
+function resetsParents(options: unknown): boolean {
+  if (options === undefined) return false
+  if (!isPlainObject(options)) {
+    throw new TollgateArgumentError(`reset options must be an object { parents }, got ${describeValue(options)}`)
+  }
+  for (const key of Object.keys(options)) {
+    if (!RESET_OPTION_KEYS.has(key)) {
+      throw new TollgateArgumentError(
+        `unknown reset option '${key}'; known: ${[...RESET_OPTION_KEYS].map((k) => `'${k}'`).join(', ')}`,
+      )
+    }
+  }
+  const { parents = false } = options
+  if (typeof parents !== 'boolean') {
+    throw new TollgateArgumentError(`reset option parents must be a boolean, got ${describeValue(parents)}`)
+  }
+  return parents
+}
+
+/** One target per rule and identifier, in rule order, then identifier order. */
+function targetsOf(rules: readonly Rule[], identifiers: readonly string[]): StoreTarget[] {
   const targets: StoreTarget[] = []
-  for (const link of rule.chain) {
+  for (const link of rules) {
     for (const identifier of identifiers) {
       targets.push({ rule: link.name, algorithm: link.algorithm, windows: link.windows, identifier })
     }
@@ -501,7 +538,7 @@ function planOf(
   const { cost, dryRun, storeTimeoutMs } = options
   return {
     rule,
-    request: { operation, targets: targetsOf(rule, identifiers), cost },
+    request: { operation, targets: targetsOf(rule.chain, identifiers), cost },
     cost,
     dryRun,
     policy: options.onStoreError ?? rule.onStoreError ?? limiterPolicy,
@@ -515,7 +552,8 @@ function finish(plan: Plan, result: StoreResult): Decision {
 
 function withDryRun(plan: Plan, decision: Decision): Decision {
   if (plan.dryRun && !decision.allowed && plan.request.operation !== 'refund') {
-    return { ...decision, allowed: true, reason: 'dry-run' }
+    // Allowed, so nothing to wait for: a client told to retry later would hold back for nothing.
+    return { ...decision, allowed: true, reason: 'dry-run', retryAfterMs: 0 }
   }
   return decision
 }

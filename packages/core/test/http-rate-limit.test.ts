@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Decision } from '../src/decision.js'
 import { TollgateConfigError, TollgateError } from '../src/errors.js'
 import { byIpAndUser } from '../src/http/by-ip-and-user.js'
+import { HEADERS_FORMATS } from '../src/http/headers.js'
 import { createRateLimit, createRouteRateLimit, type RateLimit, type RequestView } from '../src/http/rate-limit.js'
 import type { ClientView, RateLimitOptions } from '../src/http/rate-limit-options.js'
 import { createLimiter, type Limiter } from '../src/limiter.js'
@@ -640,6 +641,21 @@ describe('createRateLimit: dryRun, onLimited and problem', () => {
     expect(onLimited).toHaveBeenCalledTimes(1)
     expect(onLimited).toHaveBeenCalledWith({ path: '/x' }, verdict.decision)
   })
+
+  // Regression: a dry-run decision answered allowed: true with retryAfterMs 60000, though an
+  // allowed decision has nothing to wait for.
+  it.each([...HEADERS_FORMATS, false as const])(
+    'answers a dry-run refusal with retryAfterMs 0 and no Retry-After (headers %s; it said retry in 60 s)',
+    async (headers) => {
+      const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, dryRun: true, headers })
+      await limit.check({}, view())
+      const verdict = await limit.check({}, view())
+      expect(verdict.action).toBe('continue')
+      expect(verdict.decision).toMatchObject({ allowed: true, reason: 'dry-run', retryAfterMs: 0 })
+      expect(verdict.decision?.windows).toEqual([expect.objectContaining({ failed: true, remaining: 0 })])
+      expect(verdict.headers).not.toHaveProperty('Retry-After')
+    },
+  )
 
   it('calls onLimited, awaited, for every refusal and never for a pass', async () => {
     const seen: Array<[Req, Decision['reason']]> = []

@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest'
+import v8 from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   createLimiter,
   type Limiter,
@@ -7,6 +9,7 @@ import {
   type RulesOptions,
   TollgateConfigError,
 } from '../src/index.js'
+import { SWEEP_SLICE } from '../src/stores/memory-store.js'
 
 const START = 1_700_000_000_000
 
@@ -48,20 +51,51 @@ describe('maxKeys', () => {
     await limiter.close()
   })
 
-  it('counts recency by charge: charging a state again saves it from eviction, peeking does not', async () => {
-    const store = new MemoryStore({ maxKeys: 2, clock: manualClock().clock, sweepIntervalMs: 0 })
+  it.each([
+    ['charging it', (limiter: Limiter) => limiter.consume('api', 'a')],
+    ['peeking at it', (limiter: Limiter) => limiter.peek('api', 'a')],
+    ['refunding it', (limiter: Limiter) => limiter.refund('api', 'a')],
+  ])('counts recency by use: %s saves a state from eviction', async (_, use) => {
+    const store = new MemoryStore({ maxKeys: 3, clock: manualClock().clock, sweepIntervalMs: 0 })
     const limiter = limiterOver(store)
-    await limiter.consume('api', 'a')
-    await limiter.consume('api', 'b')
-    await limiter.consume('api', 'a')
-    await limiter.peek('api', 'b')
-    await limiter.consume('api', 'c')
+    for (const id of ['a', 'b', 'c']) await limiter.consume('api', id, { cost: 2 })
+    await use(limiter)
+    await limiter.consume('api', 'd')
     expect(store.evictions).toBe(1)
-    expect(await remaining(limiter, 'a')).toBe(3)
     expect(await remaining(limiter, 'b')).toBe(5)
-    expect(await remaining(limiter, 'c')).toBe(4)
+    expect(await remaining(limiter, 'a')).toBeLessThan(5)
     await limiter.close()
   })
+
+  it('evicts the oldest state when none was used since it was made', async () => {
+    const store = new MemoryStore({ maxKeys: 3, clock: manualClock().clock, sweepIntervalMs: 0 })
+    const limiter = limiterOver(store)
+    for (const id of ['a', 'b', 'c', 'd']) await limiter.consume('api', id, { cost: 2 })
+    expect(await remaining(limiter, 'a')).toBe(5)
+    await limiter.close()
+  })
+
+  // Regression: a refused decision did not mark its state as used, so an identifier kept
+  // refused was evicted first, and flooding the store with about 2.5 × maxKeys other
+  // identifiers handed it a fresh quota.
+  it.each([
+    ['retries', (limiter: Limiter) => limiter.consume('api', 'attacker')],
+    ['peeks', (limiter: Limiter) => limiter.peek('api', 'attacker')],
+  ])(
+    'keeps refusing an exhausted identifier that floods the store while it %s (refusals did not count as use)',
+    async (_, retry) => {
+      const store = new MemoryStore({ maxKeys: 100, clock: manualClock().clock, sweepIntervalMs: 0 })
+      const limiter = limiterOver(store)
+      await limiter.consume('api', 'attacker', { cost: 5 })
+      for (let i = 0; i < 1_000; i++) {
+        await limiter.consume('api', `flood:${i}`)
+        if (i % 10 === 9) expect((await retry(limiter)).allowed).toBe(false)
+      }
+      expect(store.evictions).toBeGreaterThan(800)
+      expect(await remaining(limiter, 'attacker')).toBe(0)
+      await limiter.close()
+    },
+  )
 
   it('holds one state per (rule, identifier), whatever the number of windows', async () => {
     const store = new MemoryStore({ clock: manualClock().clock, sweepIntervalMs: 0 })
@@ -205,5 +239,97 @@ describe('close()', () => {
 
   it('can be called on a store without a timer', async () => {
     await expect(new MemoryStore({ sweepIntervalMs: 0 }).close()).resolves.toBeUndefined()
+  })
+})
+
+describe('memory after eviction', () => {
+  // Regression: the eviction cursor, a live Map iterator parked between evictions, kept every
+  // hash table the Map rehashed away since, and with them every state they had held.
+  it('keeps the heap flat under churn after a flood made it evict (the eviction cursor held rehashed tables)', async () => {
+    v8.setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const heapUsed = () => {
+      gc()
+      gc()
+      return process.memoryUsage().heapUsed
+    }
+    const time = manualClock()
+    const store = new MemoryStore({ maxKeys: 20_000, clock: time.clock, sweepIntervalMs: 0 })
+    const windows = [{ limit: 5, periodMs: 60_000 }]
+    let next = 0
+    const consumeNew = () =>
+      store.evaluateSync({
+        operation: 'consume',
+        cost: 1,
+        targets: [{ rule: 'api', algorithm: 'fixed-window', windows, identifier: `user:${next++}` }],
+      })
+    for (let i = 0; i <= 20_000; i++) consumeNew()
+    expect(store.evictions).toBe(1)
+    const minute = () => {
+      for (let i = 0; i < 10_000; i++) consumeNew()
+      time.advance(61_000)
+      store.sweep()
+      expect(store.size).toBe(0)
+    }
+    minute()
+    minute()
+    const before = heapUsed()
+    for (let m = 0; m < 30; m++) minute()
+    // Each minute's states come to about 4 MB: one minute's leak would show.
+    expect(heapUsed() - before).toBeLessThan(3 * 2 ** 20)
+    await store.close()
+  })
+})
+
+describe('the timer sweep', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  // Regression: the timer swept every expired state in one go; a million of them held the
+  // event loop for about half a second.
+  it('sweeps in slices of at most SWEEP_SLICE states, letting the event loop run between them (one sweep blocked it)', async () => {
+    vi.useFakeTimers()
+    const time = manualClock()
+    const store = new MemoryStore({ clock: time.clock, sweepIntervalMs: 60_000 })
+    const limiter = limiterOver(store, {
+      short: { windows: [{ limit: 5, period: '1s' }] },
+      long: { windows: [{ limit: 5, period: '1h' }] },
+    })
+    const held = 2 * SWEEP_SLICE + SWEEP_SLICE / 2
+    // Every other state expires: a slice that looks at n states drops n / 2.
+    for (let i = 0; i < held; i++) await limiter.consume(i % 2 === 0 ? 'short' : 'long', `user:${i}`)
+    time.advance(1_000)
+    const sizes: number[] = []
+    vi.advanceTimersToNextTimer()
+    sizes.push(store.size)
+    // Decisions go on between slices.
+    expect((await limiter.consume('long', 'user:1')).windows[0]?.remaining).toBe(3)
+    while (vi.getTimerCount() > 1) {
+      vi.advanceTimersToNextTimer()
+      sizes.push(store.size)
+    }
+    expect(sizes).toEqual([held - SWEEP_SLICE / 2, held - SWEEP_SLICE, held / 2])
+    await limiter.close()
+  })
+
+  it('stops a sweep under way on close(), and sweep() finishes one at once', async () => {
+    vi.useFakeTimers()
+    const time = manualClock()
+    const store = new MemoryStore({ clock: time.clock, sweepIntervalMs: 60_000 })
+    const limiter = limiterOver(store, { api: { windows: [{ limit: 5, period: '1s' }] } })
+    for (let i = 0; i < 3 * SWEEP_SLICE; i++) await limiter.consume('api', `user:${i}`)
+    time.advance(1_000)
+    vi.advanceTimersToNextTimer()
+    expect(store.size).toBe(2 * SWEEP_SLICE)
+    store.sweep()
+    expect(store.size).toBe(0)
+    expect(vi.getTimerCount()).toBe(1)
+    for (let i = 0; i < 3 * SWEEP_SLICE; i++) await limiter.consume('api', `user:${i}`)
+    time.advance(1_000)
+    vi.advanceTimersToNextTimer()
+    expect(vi.getTimerCount()).toBe(2)
+    await limiter.close()
+    expect(vi.getTimerCount()).toBe(0)
   })
 })

@@ -547,6 +547,29 @@ describe('decision arguments are refused before any I/O', () => {
   })
 })
 
+describe('reset options are refused before any I/O', () => {
+  it.each([
+    ['an unknown key', { parent: true }, "unknown reset option 'parent'; known: 'parents'"],
+    ['parents 1', { parents: 1 }, 'reset option parents must be a boolean, got 1'],
+    ["parents 'yes'", { parents: 'yes' }, 'reset option parents must be a boolean, got "yes"'],
+    ['options true', true, 'reset options must be an object { parents }, got true'],
+    ['options null', null, 'reset options must be an object { parents }, got null'],
+  ])('%s', async (_, options, shown) => {
+    const { limiter, calls } = limiterOverCountingStore()
+    const error = await rejection(limiter.reset('api', 'a', options as never))
+    expect(error).toBeInstanceOf(TollgateArgumentError)
+    expect(error.code).toBe('TG_INVALID_ARGUMENT')
+    expect(error.message).toContain(shown)
+    expect(calls.reset).toBe(0)
+  })
+
+  it.each([undefined, {}, { parents: false }, { parents: true }])('accepts %j', async (options) => {
+    const { limiter, calls } = limiterOverCountingStore()
+    await limiter.reset('api', 'a', options)
+    expect(calls.reset).toBe(1)
+  })
+})
+
 describe('close()', () => {
   it('refuses every call afterwards with TG_CLOSED and closes the store once', async () => {
     const { limiter, calls } = limiterOverCountingStore()

@@ -114,6 +114,14 @@ describe('a store that rejects', () => {
     expect(decision.reason).toBe('store-error-denied')
   })
 
+  it('answers a dry run decided on the local fallback with retryAfterMs 0', async () => {
+    const limiter = limiterOver(rejectingStore(), { onStoreError: 'local' })
+    for (let i = 0; i < 5; i++) await limiter.consume('api', IP)
+    const decision = await limiter.consume('api', IP, { dryRun: true })
+    expect(decision).toMatchObject({ allowed: true, reason: 'dry-run', retryAfterMs: 0 })
+    expect(decision.windows[0]).toMatchObject({ failed: true, remaining: 0 })
+  })
+
   it('wraps a rejection that is not an Error', async () => {
     const decision = await limiterOver(rejectingStore('READONLY')).consume('api', IP)
     expect(decision.error).toMatchObject({ code: 'TG_STORE', message: 'the store failed: READONLY', cause: 'READONLY' })

@@ -77,7 +77,7 @@ export interface Store {
    * end and, when it has no cause of its own, as its `cause`.
    */
   recentError?(): Error | undefined
-  /** Forgets the state of these targets. */
+  /** Forgets the state of exactly these targets; a rule's parents are among them only when the caller asks. */
   reset(targets: readonly StoreTarget[]): Promise<void>
   /** Releases timers and connections the store owns (never a client it was given). */
   close(): Promise<void>
