@@ -1,6 +1,6 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
-import { type PeriodState, store, valuesOf } from './period-state.js'
+import { clampIndices, type PeriodState, store, valuesOf } from './period-state.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState
@@ -44,16 +44,7 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   },
 
   clamp(state, windows, now) {
-    let moved = false
-    for (const window of windows) {
-      const at = valuesOf(state, window.periodMs, 2)
-      const index = Math.floor(now / window.periodMs)
-      if (at >= 0 && ((state as PeriodState)[at] as number) > index) {
-        ;(state as PeriodState)[at] = index
-        moved = true
-      }
-    }
-    return moved
+    return clampIndices(state, windows, now, 2)
   },
 
   expiresAt(state, windows) {

@@ -1,3 +1,5 @@
+import type { Window } from '../rules.js'
+
 /**
  * The counter algorithms' state for one key: per window period a fixed number of values, kept
  * flat in one array `[period, v1, v2, …, period, v1, v2, …]`. A rule has at most eight windows,
@@ -23,4 +25,26 @@ export function store(state: PeriodState, period: number, values: readonly numbe
     return
   }
   for (let j = 0; j < values.length; j++) state[at + j] = values[j] as number
+}
+
+/**
+ * Moves every window index a faster clock stamped after `now` back to now's window, for the
+ * counters whose entries start with a window index. Whether anything moved.
+ */
+export function clampIndices(
+  state: PeriodState | undefined,
+  windows: readonly Window[],
+  now: number,
+  arity: number,
+): boolean {
+  let moved = false
+  for (const window of windows) {
+    const at = valuesOf(state, window.periodMs, arity)
+    const index = Math.floor(now / window.periodMs)
+    if (at >= 0 && ((state as PeriodState)[at] as number) > index) {
+      ;(state as PeriodState)[at] = index
+      moved = true
+    }
+  }
+  return moved
 }

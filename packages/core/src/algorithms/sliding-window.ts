@@ -1,6 +1,6 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
-import { type PeriodState, store, valuesOf } from './period-state.js'
+import { clampIndices, type PeriodState, store, valuesOf } from './period-state.js'
 import { ceilRatio, largestWithin } from './ratios.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
@@ -68,16 +68,7 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
   },
 
   clamp(state, windows, now) {
-    let moved = false
-    for (const window of windows) {
-      const at = valuesOf(state, window.periodMs, 3)
-      const index = Math.floor(now / window.periodMs)
-      if (at >= 0 && ((state as PeriodState)[at] as number) > index) {
-        ;(state as PeriodState)[at] = index
-        moved = true
-      }
-    }
-    return moved
+    return clampIndices(state, windows, now, 3)
   },
 
   expiresAt(state, windows) {
