@@ -1,9 +1,19 @@
-import { byIpAndUser, type Decision, MemoryStore, type RateLimitOptions, type Store } from '@tollgate/core'
+import {
+  byIpAndUser,
+  createLimiter,
+  type Decision,
+  type Limiter,
+  MemoryStore,
+  type RateLimitOptions,
+  type RulesOptions,
+  type Store,
+} from '@tollgate/core'
 import { type BareItem, type Item, parseDictionary, parseList, Token } from 'structured-headers'
 import type { Response } from 'supertest'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Harness, HarnessOptions, HarnessRequest, HarnessRoute, MakeHarness } from './adapter-harness.js'
 import { ManualClock } from './manual-clock.js'
+import { pollUntil } from './poll.js'
 
 /** A time aligned to every period used below, so windows start at the clock's start. */
 const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
@@ -95,12 +105,34 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
     beforeEach(() => {
       clock = new ManualClock(T0)
     })
+    const limiters: Limiter[] = []
     afterEach(async () => {
       await harness?.close()
       harness = undefined
+      await Promise.all(limiters.splice(0).map((limiter) => limiter.close()))
     })
 
     const store = () => new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 })
+
+    /** A limiter of the test's own, passed to a route, so that the test can peek at its counts. */
+    function limiterOf(rules: RulesOptions): Limiter {
+      const limiter = createLimiter({ store: store(), rules })
+      limiters.push(limiter)
+      return limiter
+    }
+
+    /** What the loopback client has left of `rule`'s first window. */
+    async function left(limiter: Limiter, rule: string): Promise<number | undefined> {
+      return (await limiter.peek(rule, 'ip:127.0.0.1', { cost: 0 })).windows[0]?.remaining
+    }
+
+    /** Waits until the loopback client has `expected` left: a charge given back lands after the response. */
+    function untilLeft(limiter: Limiter, rule: string, expected: number): Promise<void> {
+      return pollUntil(`${expected} left of ${rule}`, 5_000, async () => {
+        const now = await left(limiter, rule)
+        return now === expected ? { done: true, value: undefined } : { done: false, state: `${now} left` }
+      })
+    }
 
     async function serve(
       routes: HarnessRoute[],
@@ -243,6 +275,25 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
       })
     })
 
+    describe('header formats, continued', () => {
+      it("draft-8: express-rate-limit's name for the draft-10 fields, which it sends unchanged", async () => {
+        const http = await serveLimited({ rule: 'api', windows: [{ limit: 2, period: '10s' }], headers: 'draft-8' })
+        const first = await http.get('/')
+        expect(rateLimitFields(first)).toEqual(['ratelimit', 'ratelimit-policy'])
+        expect(first.headers['ratelimit-policy']).toBe('"api-10s";q=2;w=10')
+        expect(first.headers.ratelimit).toBe('"api-10s";r=1;t=10')
+      })
+
+      // w is whole seconds: a 1.5 s window is advertised as w=2, so a client pacing itself by the
+      // policy never outruns it, and the policy's name keeps the exact period.
+      it('advertises a window of 1.5 s as w=2, never t beyond it', async () => {
+        const http = await serveLimited({ rule: 'api', windows: [{ limit: 2, period: '1500ms' }] })
+        const first = await http.get('/')
+        expect(list(first, 'ratelimit-policy')).toEqual([{ name: 'api-1500ms', params: { q: 2, w: 2 } }])
+        expect(list(first, 'ratelimit')).toEqual([{ name: 'api-1500ms', params: { r: 1, t: 2 } }])
+      })
+    })
+
     describe('a rule of two windows', () => {
       const createToken = {
         rule: 'auth.createToken',
@@ -380,7 +431,9 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
     })
 
     describe('cost', () => {
-      it('charges the bytes of an upload and refuses, without Retry-After, one that can never fit', async () => {
+      // Regression: an upload larger than the window ever admits was a 429 without Retry-After, which
+      // clients retry with backoff for nothing; 413 is a status they do not retry.
+      it('charges the bytes of an upload and refuses with 413, without Retry-After, one that can never fit', async () => {
         const http = await serve([
           {
             method: 'POST',
@@ -409,11 +462,13 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
         expect(list(second, 'ratelimit')).toEqual([{ name: 'upload-60s', params: { r: 400, t: 60 } }])
 
         const tooLarge = await upload(2000)
-        expect(tooLarge.status).toBe(429)
+        expect(tooLarge.status).toBe(413)
         expect(rateLimitFields(tooLarge)).toEqual(['ratelimit', 'ratelimit-policy'])
         expect(problemOf(tooLarge)).toMatchObject({
-          status: 429,
-          detail: 'This request costs 2000, more than upload-60s can ever admit.',
+          type: QUOTA_EXCEEDED,
+          status: 413,
+          detail:
+            'This request costs 2000, more than upload-60s admits (1000); retrying will not help, a smaller request may pass.',
           'violated-policies': ['upload-60s'],
           'retry-after': null,
         })
@@ -781,6 +836,197 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
         const next = await http.get('/').set('x-user', 'alice')
         expect(next.status).toBe(200)
         expect(list(next, 'ratelimit')).toEqual([{ name: 'api-10s', params: { r: 0, t: 10 } }])
+      })
+    })
+
+    describe('a rule per request', () => {
+      const plans = {
+        'api.free': { windows: [{ limit: 1, period: '10s' }] },
+        'api.pro': { windows: [{ limit: 3, period: '10s' }] },
+      }
+      const byPlan = (request: HarnessRequest) => {
+        const plan = header(request, 'x-plan')
+        return plan === undefined ? 'api.free' : `api.${plan}`
+      }
+
+      it('limits each request by the rule the function names, and answers with that rule in headers and problem', async () => {
+        const http = await serveLimited({ rules: plans, rule: byPlan })
+
+        const pro = await http.get('/').set('x-plan', 'pro')
+        expect(pro.status).toBe(200)
+        expect(list(pro, 'ratelimit-policy')).toEqual([{ name: 'api.pro-10s', params: { q: 3, w: 10 } }])
+        expect(list(pro, 'ratelimit')).toEqual([{ name: 'api.pro-10s', params: { r: 2, t: 10 } }])
+
+        expect((await http.get('/')).status).toBe(200)
+        const free = await http.get('/')
+        expect(free.status).toBe(429)
+        expect(list(free, 'ratelimit-policy')).toEqual([{ name: 'api.free-10s', params: { q: 1, w: 10 } }])
+        expect(problemOf(free)).toMatchObject({ 'violated-policies': ['api.free-10s'] })
+        expect((await http.get('/').set('x-plan', 'pro')).status).toBe(200)
+      })
+
+      it.each([
+        ["the framework's default", false],
+        ["the app's own", true],
+      ])(
+        'fails a request it names an unknown rule for through %s error handling, and that one alone',
+        async (_, errorHandler) => {
+          const http = await serve(
+            [{ method: 'GET', path: '/', rateLimit: { store: store(), rules: plans, rule: byPlan } }],
+            { errorHandler },
+          )
+          const gold = await http.get('/').set('x-plan', 'gold')
+          expect(gold.status).toBe(500)
+          if (errorHandler) {
+            expect(JSON.parse(gold.text)).toEqual({
+              error: 'option rule chose "api.gold", which is not one of the limiter\'s rules: api.free, api.pro',
+            })
+          }
+          expect((await http.get('/')).status).toBe(200)
+        },
+      )
+    })
+
+    describe('countOnly', () => {
+      const login = { login: { windows: [{ limit: 2, period: '10s' }] } }
+
+      // What express-rate-limit's skipSuccessfulRequests is for: count only failed logins.
+      it("'failures': a response below 400 gives its charge back once sent, so only failures are limited", async () => {
+        const limiter = limiterOf(login)
+        const http = await serve([
+          { method: 'POST', path: '/login', rateLimit: { limiter, rule: 'login', countOnly: 'failures' } },
+        ])
+
+        for (let i = 0; i < 3; i++) {
+          const welcome = await http.post('/login')
+          expect(welcome.status).toBe(200)
+          // Charged while it was answered; given back once the answer went out.
+          expect(list(welcome, 'ratelimit')).toEqual([{ name: 'login-10s', params: { r: 1, t: 10 } }])
+          await untilLeft(limiter, 'login', 2)
+        }
+        expect((await http.post('/login').set('x-status', '401')).status).toBe(401)
+        expect((await http.post('/login').set('x-status', '401')).status).toBe(401)
+        expect(await left(limiter, 'login')).toBe(0)
+        const refused = await http.post('/login')
+        expect(refused.status).toBe(429)
+        expect(problemOf(refused)).toMatchObject({ 'violated-policies': ['login-10s'] })
+      })
+
+      it.each([
+        ["the framework's default", false],
+        ["the app's own", true],
+      ])(
+        "'successes': a handler's error, answered through %s error handling, gives its charge back",
+        async (_, errorHandler) => {
+          const limiter = limiterOf(login)
+          const http = await serve(
+            [
+              {
+                method: 'GET',
+                path: '/',
+                rateLimit: { limiter, rule: 'login', countOnly: 'successes' },
+                throws: true,
+              },
+            ],
+            { errorHandler },
+          )
+          for (let i = 0; i < 3; i++) {
+            expect((await http.get('/')).status).toBe(502)
+            await untilLeft(limiter, 'login', 2)
+          }
+        },
+      )
+
+      it('tells a function of the outcome the status sent, or none when the client went away first', async () => {
+        const limiter = limiterOf(login)
+        const statuses: Array<number | null> = []
+        const countOnly = ({ status }: { status: number | undefined }) => {
+          statuses.push(status ?? null)
+          return status === 403
+        }
+        const http = await serve([
+          { method: 'GET', path: '/', rateLimit: { limiter, rule: 'login', countOnly } },
+          { method: 'GET', path: '/slow', rateLimit: { limiter, rule: 'login', countOnly }, hangs: true },
+        ])
+
+        expect((await http.get('/').set('x-status', '403')).status).toBe(403)
+        expect((await http.get('/').set('x-status', '404')).status).toBe(404)
+        await untilLeft(limiter, 'login', 1)
+
+        const slow = http.get('/slow')
+        const gone = slow.then(
+          () => 'answered',
+          () => 'aborted',
+        )
+        await untilLeft(limiter, 'login', 0)
+        slow.abort()
+        expect(await gone).toBe('aborted')
+        await untilLeft(limiter, 'login', 1)
+        expect(statuses).toEqual([403, 404, null])
+      })
+    })
+
+    describe('a refusal of its own', () => {
+      it.each([
+        ["the framework's default", false],
+        ["the app's own", true],
+      ])(
+        'sends the whole response refusal builds, keeping the rate limit fields, whatever %s error handling',
+        async (_, errorHandler) => {
+          const seen: string[] = []
+          const http = await serve(
+            [
+              {
+                method: 'GET',
+                path: '/',
+                rateLimit: {
+                  store: store(),
+                  rule: 'api',
+                  windows: [{ limit: 1, period: '10s' }],
+                  refusal: (decision, request, standard) => {
+                    seen.push(`${decision.reason} ${standard.status} ${header(request, 'accept')}`)
+                    return {
+                      status: 429,
+                      headers: { 'Cache-Control': 'no-store' },
+                      contentType: 'text/html; charset=utf-8',
+                      body: `<p>Too many requests: try again in ${standard.headers['Retry-After']} s.</p>`,
+                    }
+                  },
+                },
+              },
+            ],
+            { errorHandler },
+          )
+
+          expect((await http.get('/')).status).toBe(200)
+          const refused = await http.get('/').set('accept', 'text/html')
+          expect(refused.status).toBe(429)
+          expect(refused.headers['content-type']).toBe('text/html; charset=utf-8')
+          expect(refused.headers['cache-control']).toBe('no-store')
+          expect(refused.text).toBe('<p>Too many requests: try again in 10 s.</p>')
+          expect(rateLimitFields(refused)).toEqual(['ratelimit', 'ratelimit-policy', 'retry-after'])
+          expect(refused.headers['retry-after']).toBe('10')
+          expect(seen).toEqual(['limited 429 text/html'])
+        },
+      )
+
+      it('may start from the standard refusal and change a part, such as the status or a field', async () => {
+        const http = await serveLimited({
+          rule: 'api',
+          windows: [{ limit: 1, period: '10s' }],
+          refusal: (_decision, _request, standard) => ({
+            ...standard,
+            status: 503,
+            headers: { 'retry-after': '30' },
+          }),
+        })
+
+        await http.get('/')
+        const refused = await http.get('/')
+        expect(refused.status).toBe(503)
+        expect(refused.headers['retry-after']).toBe('30')
+        expect(list(refused, 'ratelimit')).toEqual([{ name: 'api-10s', params: { r: 0, t: 10 } }])
+        expect(problemOf(refused)).toMatchObject({ type: QUOTA_EXCEEDED, 'violated-policies': ['api-10s'] })
       })
     })
   })

@@ -19,6 +19,8 @@ export interface HarnessRoute {
   rateLimit?: RateLimitOptions<HarnessRequest>
   /** Its handler throws `handlerError()` instead of answering, once the limit has let the request through. */
   throws?: boolean
+  /** Its handler never answers: the request ends when the client goes away. */
+  hangs?: boolean
 }
 
 /** What a handler told to throw throws: a 502 as each framework reads a status from an error. */
@@ -49,9 +51,9 @@ export interface ErrorBody {
 }
 
 /**
- * What every route's handler answers with 200: the reason of the decision the adapter exposed to
- * it (Express `res.locals.rateLimit`, Fastify `request.rateLimit`, Koa `ctx.state.rateLimit`), or
- * null when there is none.
+ * What every route's handler answers: the reason of the decision the adapter exposed to it
+ * (Express `res.locals.rateLimit`, Fastify `request.rateLimit`, Koa `ctx.state.rateLimit`), or
+ * null when there is none; with the status the request asks for in `X-Status`, else 200.
  */
 export interface HandlerBody {
   reason: string | null
@@ -61,6 +63,12 @@ export interface Harness {
   /** Requests to the app, which listens on 127.0.0.1. */
   request: Agent
   close(): Promise<void>
+}
+
+/** The status a handler answers with: the request's `X-Status`, else 200. */
+export function statusAsked(headers: IncomingHttpHeaders): number {
+  const asked = headers['x-status']
+  return typeof asked === 'string' ? Number(asked) : 200
 }
 
 /** Builds a real app of one framework with the adapter applied to each limited route. */

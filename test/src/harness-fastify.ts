@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import tollgate from '@tollgate/fastify'
 import Fastify, { type FastifyInstance, type RouteHandler } from 'fastify'
 import supertest from 'supertest'
@@ -6,14 +7,23 @@ import {
   type HandlerBody,
   type Harness,
   type HarnessOptions,
+  type HarnessRoute,
   handlerError,
   type MakeHarness,
+  statusAsked,
 } from './adapter-harness.js'
 
-const handler: RouteHandler = async (request) => ({ reason: request.rateLimit?.reason ?? null }) satisfies HandlerBody
+const handler: RouteHandler = async (request, reply) =>
+  reply.code(statusAsked(request.headers)).send({ reason: request.rateLimit?.reason ?? null } satisfies HandlerBody)
 const failing: RouteHandler = async () => {
   throw handlerError()
 }
+const hanging: RouteHandler = async (_request, reply) => {
+  await once(reply.raw, 'close')
+  return reply
+}
+
+const handlerOf = (route: HarnessRoute) => (route.throws ? failing : route.hangs ? hanging : handler)
 
 function appFor({ trustProxy, errorHandler }: HarnessOptions): FastifyInstance {
   const app = Fastify({ trustProxy: trustProxy === 'not-the-peer' ? '10.0.0.1' : trustProxy })
@@ -44,7 +54,7 @@ export const makeFastifyHarness: MakeHarness = async (options) => {
       method: route.method,
       url: route.path,
       ...(route.rateLimit ? { config: { rateLimit: route.rateLimit } } : {}),
-      handler: route.throws ? failing : handler,
+      handler: handlerOf(route),
     })
   }
   return listen(app)
@@ -59,7 +69,7 @@ export const makeFastifyScopedHarness: MakeHarness = async (options) => {
   for (const route of options.routes) {
     await app.register(async (scope) => {
       if (route.rateLimit) await scope.register(tollgate, route.rateLimit)
-      scope.route({ method: route.method, url: route.path, handler: route.throws ? failing : handler })
+      scope.route({ method: route.method, url: route.path, handler: handlerOf(route) })
     })
   }
   return listen(app)

@@ -1,7 +1,15 @@
+import { once } from 'node:events'
 import Router from '@koa/router'
 import { rateLimit } from '@tollgate/koa'
 import Koa, { type Middleware } from 'koa'
-import { type ErrorBody, type HandlerBody, handlerError, type MakeHarness, serveOnLoopback } from './adapter-harness.js'
+import {
+  type ErrorBody,
+  type HandlerBody,
+  handlerError,
+  type MakeHarness,
+  serveOnLoopback,
+  statusAsked,
+} from './adapter-harness.js'
 
 /** A Koa app with `rateLimit()`, as its defaults have it, on each limited route of a `@koa/router`. */
 export const makeKoaHarness: MakeHarness = async ({ routes, trustProxy, errorHandler }) => {
@@ -24,14 +32,18 @@ export const makeKoaHarness: MakeHarness = async ({ routes, trustProxy, errorHan
   }
   const router = new Router()
   const handler: Middleware = (ctx) => {
+    ctx.status = statusAsked(ctx.headers)
     ctx.body = { reason: ctx.state.rateLimit?.reason ?? null } satisfies HandlerBody
   }
   const failing: Middleware = () => {
     throw handlerError()
   }
+  const hanging: Middleware = async (ctx) => {
+    await once(ctx.res, 'close')
+  }
   for (const route of routes) {
     const middleware = route.rateLimit ? [rateLimit(route.rateLimit)] : []
-    const handle = route.throws ? failing : handler
+    const handle = route.throws ? failing : route.hangs ? hanging : handler
     if (route.method === 'GET') router.get(route.path, ...middleware, handle)
     else router.post(route.path, ...middleware, handle)
   }

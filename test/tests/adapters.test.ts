@@ -1,5 +1,5 @@
 import { MemoryStore, type ProblemDetails } from '@tollgate/core'
-import { rateLimit } from '@tollgate/koa'
+import { type KoaRateLimitOptions, rateLimit } from '@tollgate/koa'
 import Koa from 'koa'
 import { describe, expect, it } from 'vitest'
 import { runAdapterConformance } from '../src/adapter-conformance.js'
@@ -26,7 +26,7 @@ function isRateLimitError(error: unknown): error is RateLimitError {
 
 // The conformance runs Koa as its defaults have it; with `throw: true` the fields must survive the throw.
 describe('Koa rateLimit with throw: true', () => {
-  async function serve(handleErrors: boolean) {
+  async function serve(handleErrors: boolean, options: Partial<KoaRateLimitOptions> = {}) {
     const clock = new ManualClock()
     const app = new Koa()
     app.silent = true
@@ -51,6 +51,7 @@ describe('Koa rateLimit with throw: true', () => {
         rule: 'api',
         windows: [{ limit: 1, period: '1m' }],
         throw: true,
+        ...options,
       }),
     )
     app.use((ctx) => {
@@ -73,6 +74,47 @@ describe('Koa rateLimit with throw: true', () => {
       expect(refused.text).toBe('Quota exceeded for api-60s; retry in 60 s.')
     } finally {
       await harness.close()
+    }
+  })
+
+  it('throws the response refusal builds: its status and headers, with its content type and body', async () => {
+    const harness = await serve(false, {
+      refusal: (_decision, _ctx, standard) => ({ ...standard, status: 503, headers: { 'Cache-Control': 'no-store' } }),
+    })
+    try {
+      await harness.request.get('/')
+      const refused = await harness.request.get('/')
+      expect(refused.status).toBe(503)
+      expect(refused.headers).toMatchObject({ 'cache-control': 'no-store', 'retry-after': '60' })
+    } finally {
+      await harness.close()
+    }
+    let thrown: unknown
+    const app = new Koa()
+    app.silent = true
+    app.use(async (_ctx, next) => {
+      try {
+        await next()
+      } catch (error) {
+        thrown = error
+        throw error
+      }
+    })
+    const middleware = rateLimit({
+      store: new MemoryStore({ sweepIntervalMs: 0 }),
+      windows: [{ limit: 1, period: '1m' }],
+      throw: true,
+      refusal: () => ({ status: 429, contentType: 'text/html', body: '<p>Slow down.</p>' }),
+    })
+    app.use(middleware)
+    const own = await serveOnLoopback(app.callback())
+    try {
+      await own.request.get('/')
+      await own.request.get('/')
+      expect(thrown).toMatchObject({ status: 429, contentType: 'text/html', body: '<p>Slow down.</p>' })
+    } finally {
+      await own.close()
+      await middleware.close()
     }
   })
 

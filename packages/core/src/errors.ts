@@ -1,8 +1,10 @@
 /**
  * Stable error codes: callers branch on `code`, never on message text.
  * - `TG_CONFIG`: a limiter, rule, window or store option is invalid (thrown at construction).
- * - `TG_UNKNOWN_RULE`: a decision names a rule the limiter does not hold.
- * - `TG_INVALID_ARGUMENT`: a decision's identifiers or cost are unusable (thrown before any I/O).
+ * - `TG_UNKNOWN_RULE`: a decision names a rule the limiter does not hold (or an HTTP `rule`
+ *   function chose one).
+ * - `TG_INVALID_ARGUMENT`: a decision's identifiers or cost are unusable (thrown before any I/O),
+ *   or an HTTP `refusal` function returned a response that cannot be sent.
  * - `TG_CLOSED`: a decision was asked of a limiter that is closing or closed.
  * - `TG_STORE`: the store failed or answered something it should not have.
  */

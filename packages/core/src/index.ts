@@ -5,6 +5,7 @@ export { parseDuration } from './duration.js'
 export type { TollgateErrorCode, TollgateErrorOptions } from './errors.js'
 export { TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
 export { byIpAndUser } from './http/by-ip-and-user.js'
+export type { ObservedResponse } from './http/count-only.js'
 export type { HeaderOptions, HeadersFormat, QuotaUnit } from './http/headers.js'
 export { HEADERS_FORMATS, rateLimitHeaders } from './http/headers.js'
 export { policyName } from './http/policy-name.js'
@@ -12,7 +13,13 @@ export type { ProblemDetails } from './http/problem.js'
 export { quotaExceededProblem, storeUnavailableProblem } from './http/problem.js'
 export type { RateLimit, RateLimitVerdict, RequestView } from './http/rate-limit.js'
 export { createRateLimit, createRouteRateLimit } from './http/rate-limit.js'
-export type { ClientView, RateLimitOptions } from './http/rate-limit-options.js'
+export type {
+  ClientView,
+  RateLimitOptions,
+  RefusalResponse,
+  ResponseOutcome,
+  StandardRefusal,
+} from './http/rate-limit-options.js'
 export type { IpIdentifierOptions } from './identifiers/ip.js'
 export { ipIdentifier } from './identifiers/ip.js'
 export { userIdentifier } from './identifiers/user.js'

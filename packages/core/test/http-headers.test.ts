@@ -158,7 +158,7 @@ describe('rateLimitHeaders: draft-10', () => {
     expect(parameters.has('qu')).toBe(false)
   })
 
-  it.each(['content-bytes', 'concurrency'] as const)(
+  it.each(['content-bytes', 'concurrent-requests'] as const)(
     'sends qu=%s as a String on RateLimit-Policy only',
     (quotaUnit) => {
       const headers = rateLimitHeaders(decision(), { ...DRAFT_10, quotaUnit })
@@ -169,6 +169,24 @@ describe('rateLimitHeaders: draft-10', () => {
       expect(typeof parameters.get('qu')).toBe('string')
     },
   )
+
+  // Regression: quotaUnit 'concurrency' went out as qu="concurrency", a unit the draft's registry
+  // does not hold; it names concurrent requests "concurrent-requests".
+  it('sends the older name concurrency as the registered unit, concurrent-requests', () => {
+    const headers = rateLimitHeaders(decision(), { ...DRAFT_10, quotaUnit: 'concurrency' })
+    expect(headers['RateLimit-Policy']).toBe('"api-60s";q=20;w=60;qu="concurrent-requests"')
+  })
+
+  it("writes 'draft-8', express-rate-limit's name for these fields, exactly as 'draft-10'", () => {
+    for (const options of [
+      DRAFT_10,
+      { ...DRAFT_10, quotaUnit: 'content-bytes' as const, partitionKeySecret: SECRET },
+    ]) {
+      expect(rateLimitHeaders(limitedDecision(), { ...options, format: 'draft-8' })).toEqual(
+        rateLimitHeaders(limitedDecision(), options),
+      )
+    }
+  })
 
   // Regression: pk was an unkeyed digest (an IPv4 identifier is recovered by trying all 2^32) and
   // rode on RateLimit-Policy too, which then changed with the tightest identifier.
@@ -388,6 +406,23 @@ describe('rateLimitHeaders: single-policy formats', () => {
     })
   })
 
+  // w is whole seconds. 1.5 s rounds up to w=2, never down to w=1: a client sending q every w
+  // seconds must not outrun the limit (see the pacing test in http-rate-limit.test.ts).
+  it.each([
+    [1_500, 2],
+    [2_001, 3],
+    [59_999, 60],
+    [60_000, 60],
+  ])('advertises a %i ms window as w=%i, in every format', (periodMs, w) => {
+    const odd = decision({ windows: [windowState({ periodMs, limit: 5, remaining: 4, resetAtMs: NOW + periodMs })] })
+    const name = policyName('api', periodMs)
+    expect(rateLimitHeaders(odd, DRAFT_10)['RateLimit-Policy']).toBe(`"${name}";q=5;w=${w}`)
+    expect(rateLimitHeaders(odd, { ...DRAFT_10, format: 'draft-7' })['RateLimit-Policy']).toBe(`5;w=${w}`)
+    expect(rateLimitHeaders(odd, { ...DRAFT_10, format: 'draft-6' })['RateLimit-Policy']).toBe(`5;w=${w}`)
+    // t never claims more than w.
+    expect(rateLimitHeaders(odd, DRAFT_10).RateLimit).toBe(`"${name}";r=4;t=${w}`)
+  })
+
   it('writes w=1 for sub-second periods', () => {
     const short = decision({ windows: [windowState({ periodMs: 500, limit: 2, remaining: 1, resetAtMs: NOW + 400 })] })
     expect(rateLimitHeaders(short, { ...DRAFT_10, format: 'draft-6' })).toEqual({
@@ -400,7 +435,7 @@ describe('rateLimitHeaders: single-policy formats', () => {
 })
 
 describe('rateLimitHeaders: Retry-After', () => {
-  const formats: HeadersFormat[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+  const formats: HeadersFormat[] = ['draft-10', 'draft-8', 'draft-7', 'draft-6', 'legacy']
 
   it.each([
     [2_100, '3'],

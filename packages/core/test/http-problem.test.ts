@@ -65,7 +65,9 @@ describe('quotaExceededProblem', () => {
     expect(quotaExceededProblem(limitedDecision({ retryAfterMs }))['retry-after']).toBe(seconds)
   })
 
-  it('says so when the request costs more than a window can ever admit, with no retry-after', () => {
+  // Regression: a request costing more than a window ever admits was a 429 without Retry-After,
+  // which clients retry with backoff for nothing.
+  it('is a 413 when the request costs more than a window can ever admit, saying retrying will not help', () => {
     const problem = quotaExceededProblem(
       limitedDecision({
         cost: 50,
@@ -76,8 +78,9 @@ describe('quotaExceededProblem', () => {
     expect(problem).toEqual({
       type: QUOTA_EXCEEDED,
       title: QUOTA_EXCEEDED_TITLE,
-      status: 429,
-      detail: 'This request costs 50, more than api-60s can ever admit.',
+      status: 413,
+      detail:
+        'This request costs 50, more than api-60s admits (20); retrying will not help, a smaller request may pass.',
       'violated-policies': ['api-60s'],
       'identifier-kinds': ['ip'],
       'retry-after': null,
@@ -97,7 +100,9 @@ describe('quotaExceededProblem', () => {
         ],
       }),
     )
-    expect(problem.detail).toBe('This request costs 10, more than api-3s can ever admit.')
+    expect(problem.detail).toBe(
+      'This request costs 10, more than api-3s admits (5); retrying will not help, a smaller request may pass.',
+    )
   })
 
   // Regression: a refusal named the tightest window but not whether the address or the user refused.

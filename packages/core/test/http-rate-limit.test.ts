@@ -67,7 +67,7 @@ describe('createRateLimit: options are checked at construction', () => {
 
   it.each<[string, Record<string, unknown>, string[]]>([
     ['an unknown key', { windows, limt: 5 }, ["unknown option 'limt'"]],
-    ['headers draft-9', { windows, headers: 'draft-9' }, ['option headers', '"draft-9"']],
+    ['headers draft-9', { windows, headers: 'draft-9' }, ['option headers', '"draft-9"', "'draft-8'"]],
     ['headers true', { windows, headers: true }, ['option headers', 'true']],
     ['quotaUnit bytes', { windows, quotaUnit: 'bytes' }, ['option quotaUnit', '"bytes"']],
     ['partitionKey y', { windows, partitionKey: 'y' }, ['option partitionKey', '"y"']],
@@ -87,6 +87,10 @@ describe('createRateLimit: options are checked at construction', () => {
     ['problem 429', { windows, problem: 429 }, ['option problem', '429']],
     ['onWarning console', { windows, onWarning: 'console' }, ['option onWarning', '"console"']],
     ['rule empty', { windows, rule: '' }, ['option rule', '""']],
+    ['rule 5', { windows, rule: 5 }, ['option rule', 'got 5']],
+    ['a rule function with inline windows', { windows, rule: () => 'api' }, ['option rule as a function', 'windows']],
+    ['countOnly errors', { windows, countOnly: 'errors' }, ['option countOnly', '"errors"']],
+    ['refusal 429', { windows, refusal: 429 }, ['option refusal', '429']],
     ['neither limiter, rules nor windows', {}, ['need a rule']],
     ['rules and windows', { windows, rules: { api: { windows } } }, ['rules and windows']],
     ['algorithm without windows', { rules: { api: { windows } }, rule: 'api', algorithm: 'gcra' }, ['algorithm']],
@@ -124,11 +128,14 @@ describe('createRateLimit: options are checked at construction', () => {
   })
 
   it('accepts every valid value', () => {
-    for (const headers of ['draft-10', 'draft-7', 'draft-6', 'legacy', false] as const) {
-      for (const quotaUnit of ['request', 'content-bytes', 'concurrency'] as const) {
+    for (const headers of ['draft-10', 'draft-8', 'draft-7', 'draft-6', 'legacy', false] as const) {
+      for (const quotaUnit of ['request', 'content-bytes', 'concurrent-requests', 'concurrency'] as const) {
         rateLimit({ windows, headers, quotaUnit, partitionKey: true, cost: 0, dryRun: true, ipv6Subnet: 128 })
       }
     }
+    for (const countOnly of ['failures', 'successes', () => true] as const) rateLimit({ windows, countOnly })
+    rateLimit({ windows, refusal: (_decision, _request, standard) => standard })
+    rateLimit({ rules: { api: { windows } }, rule: () => 'api' })
     rateLimit({ windows, onStoreError: 'deny', storeTimeoutMs: 1 })
     rateLimit({ windows, onStoreError: 'allow', storeTimeoutMs: 60_000, algorithm: 'gcra' })
   })
@@ -199,7 +206,7 @@ describe('createRateLimit: check', () => {
       problem,
       decision: { allowed: false, reason: 'limited', retryAfterMs: 60_000 },
     })
-    expect(verdict.action === 'respond' && JSON.parse(verdict.body)).toEqual(problem)
+    expect(verdict.action === 'respond' && JSON.parse(String(verdict.body))).toEqual(problem)
   })
 
   it('sends Retry-After on a refusal even with headers: false, and nothing else', async () => {
@@ -208,16 +215,20 @@ describe('createRateLimit: check', () => {
     expect((await limit.check({}, view())).headers).toEqual({ 'Retry-After': '60' })
   })
 
-  it('sends no Retry-After when the cost never fits', async () => {
+  // Regression: such a request was a 429 without Retry-After, which clients retry for nothing.
+  it('answers 413 without Retry-After when the cost never fits', async () => {
     for (const headers of ['draft-10', false] as const) {
       const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 5, period: '1m' }], cost: 6, headers })
       const verdict = await limit.check({}, view())
       expect(verdict).toMatchObject({
         action: 'respond',
-        status: 429,
+        status: 413,
+        contentType: 'application/problem+json',
         problem: {
+          status: 413,
           'retry-after': null,
-          detail: 'This request costs 6, more than inline:sliding-log:5/1m-60s can ever admit.',
+          detail:
+            'This request costs 6, more than inline:sliding-log:5/1m-60s admits (5); retrying will not help, a smaller request may pass.',
         },
       })
       expect(verdict.headers).not.toHaveProperty('Retry-After')
@@ -284,7 +295,7 @@ describe('createRateLimit: check', () => {
   it('awaits an async skip', async () => {
     const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, skip: async () => true })
     expect((await limit.check({}, view())).decision).toBeUndefined()
-    expect((await limit.limiter.peek(limit.rule, 'ip:203.0.113.7')).windows[0]?.remaining).toBe(1)
+    expect((await limit.limiter.peek(limit.rule as string, 'ip:203.0.113.7')).windows[0]?.remaining).toBe(1)
   })
 })
 
@@ -564,6 +575,33 @@ describe('createRateLimit: a sliding-window counter', () => {
   })
 })
 
+describe('createRateLimit: the window a policy advertises', () => {
+  // w is whole seconds. A 1.5 s window advertised as w=1 would have a client that paces itself by
+  // the policy send 5 a second against 5 per 1.5 s; rounded up, to w=2, it is never refused.
+  it.each(['sliding-log', 'fixed-window', 'token-bucket', 'gcra'] as const)(
+    '%s: a client sending q requests every w seconds is never refused, for windows of odd lengths',
+    async (algorithm) => {
+      for (const period of ['1500ms', '2500ms', '700ms']) {
+        let now = T
+        const store = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+        const limit = rateLimit({ store, windows: [{ limit: 5, period }], algorithm })
+        const policy = (await limit.limiter.peek(limit.rule as string, 'ip:203.0.113.7')).windows[0]
+        const first = await limit.check({}, view())
+        const [, q, w] = /;q=(\d+);w=(\d+)$/.exec(first.headers['RateLimit-Policy'] ?? '') ?? []
+        expect(Number(q)).toBe(policy?.limit)
+        const refusals: string[] = []
+        for (let burst = 0; burst < 4; burst++) {
+          for (let i = burst === 0 ? 1 : 0; i < Number(q); i++) {
+            if ((await limit.check({}, view())).action === 'respond') refusals.push(`${period} at ${now - T} ms`)
+          }
+          now += Number(w) * 1000
+        }
+        expect(refusals).toEqual([])
+      }
+    },
+  )
+})
+
 describe('createRateLimit: the options an adapter adds', () => {
   // Regression: the Koa and Fastify errors for an unknown option listed every option but theirs.
   it('lists them among the known options of an unknown-option error', () => {
@@ -757,7 +795,9 @@ describe('createRateLimit: close', () => {
   it('closes a limiter it made', async () => {
     const limit = createRateLimit<Req>({ store: memoryStore(), windows: ONE_PER_MINUTE })
     await limit.close()
-    await expect(limit.limiter.consume(limit.rule, 'ip:203.0.113.7')).rejects.toMatchObject({ code: 'TG_CLOSED' })
+    await expect(limit.limiter.consume(limit.rule as string, 'ip:203.0.113.7')).rejects.toMatchObject({
+      code: 'TG_CLOSED',
+    })
     await expect(limit.check({}, view())).rejects.toBeInstanceOf(TollgateError)
   })
 
@@ -816,7 +856,7 @@ describe('createRouteRateLimit', () => {
     const engine = createRouteRateLimit(base, { windows: ONE_PER_MINUTE }, routeId)
     opened.push(engine)
     expect(engine.rule).toHaveLength(128)
-    expect(engine.rule.startsWith('GET /segment/')).toBe(true)
+    expect((engine.rule as string).startsWith('GET /segment/')).toBe(true)
     expect(engine.rule).toMatch(/#[A-Za-z0-9_-]{27}$/)
   })
 

@@ -25,7 +25,8 @@ export interface RateLimitMiddleware extends RequestHandler {
 
 /**
  * Express middleware that charges each request against a rule, sets the rate limit headers, and
- * answers 429 (or 503 when the store fails and `onStoreError` is `'deny'`) with a problem+json body.
+ * answers 429 (413 for a cost that can never fit, 503 when the store fails and `onStoreError` is
+ * `'deny'`) with a problem+json body, or with the response `refusal` builds.
  * Every option is checked here, so a bad one throws `TollgateConfigError` at startup.
  * @example app.post('/login', rateLimit({ windows: [{ limit: 5, period: '1m' }] }), login)
  */
@@ -39,6 +40,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         // Express keeps the setting as given (true, a hop count, addresses or a function), not a boolean.
         proxyTrusted: Boolean(req.app.get('trust proxy')),
         socketAddress: req.socket.remoteAddress,
+        response: res,
       })
       res.set(verdict.headers)
       if (verdict.action === 'respond') {

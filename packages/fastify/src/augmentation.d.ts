@@ -3,6 +3,7 @@
 // same properties twice, with types of two different files, and a program importing the plugin
 // both as ESM and as CommonJS would not compile. Types come from the ESM entry in both cases.
 import type { Decision, RateLimit, RateLimitVerdict } from '@tollgate/core'
+import type { FastifyReply } from 'fastify'
 import type { RouteRateLimitOptions } from './index.js'
 
 declare module 'fastify' {
@@ -20,9 +21,10 @@ declare module 'fastify' {
       readonly limit: RateLimit<FastifyRequest> | undefined
       /**
        * Checks a limit by hand and returns the verdict for you to apply. With `route`, the
-       * engine for those route options, made once per options object.
+       * engine for those route options, made once per options object. With `reply`, `countOnly`
+       * watches its response; without, every response counts.
        */
-      check(request: FastifyRequest, route?: RouteRateLimitOptions): Promise<RateLimitVerdict>
+      check(request: FastifyRequest, route?: RouteRateLimitOptions, reply?: FastifyReply): Promise<RateLimitVerdict>
     }
   }
 }

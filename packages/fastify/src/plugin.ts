@@ -1,5 +1,5 @@
 import { createRateLimit, createRouteRateLimit, type RateLimit, TollgateConfigError } from '@tollgate/core'
-import type { FastifyPluginAsync, FastifyRequest, RouteOptions } from 'fastify'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import {
   checkedGlobal,
@@ -58,19 +58,26 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
   fastify.decorateRequest('rateLimit', undefined)
   fastify.decorate('tollgate', {
     limit,
-    check: (request: FastifyRequest, route?: RouteRateLimitOptions) => {
+    check: (request: FastifyRequest, route?: RouteRateLimitOptions, reply?: FastifyReply) => {
       const engine = route === undefined ? limit : routeLimit(route).engine
       if (!engine)
         throw new TollgateConfigError('fastify.tollgate.check needs route options: the plugin has no rule of its own')
-      return engine.check(request, requestView(request))
+      return engine.check(request, requestView(request, reply))
     },
   })
 
   // onRoute sees only routes added after this plugin loaded: hence `await app.register(tollgate)`.
+  const seen = new Set<string>()
+  if (fastify.printRoutes() !== EMPTY_ROUTER) {
+    const { onWarning } = rateLimitOptions
+    const warn = typeof onWarning === 'function' ? onWarning : emitWarning
+    fastify.addHook('onRequest', unlimitedRouteWarning(seen, limitEveryRoute, warn))
+  }
   fastify.addHook('onRoute', (routeOptions) => {
+    const routeId = `${[routeOptions.method].flat().join(',')} ${routeOptions.url}`
+    seen.add(routeId)
     const route = routeOptions.config?.rateLimit
     if (route === false || (route === undefined && !limitEveryRoute)) return
-    const routeId = `${[routeOptions.method].flat().join(',')} ${routeOptions.url}`
     let chosen: RouteLimit
     try {
       chosen = route === undefined ? (pluginLimit as RouteLimit) : routeLimit(route, routeId)
@@ -84,6 +91,42 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
   fastify.addHook('onClose', async () => {
     await Promise.all(enginesToClose.map((engine) => engine.close()))
   })
+}
+
+/** What `printRoutes` says of a router without routes. */
+const EMPTY_ROUTER = '(empty tree)'
+
+const emitWarning = (message: string, code: string) => process.emitWarning(message, { code })
+
+/**
+ * Routes added before the plugin loaded (`app.register(tollgate, …)` not awaited, then
+ * `app.get(…)` in the same tick) never reach `onRoute`, so they would go unlimited without a
+ * word. Fastify lists no routes, but hooks added now still apply to them: on its first request,
+ * each route the limit should cover and `onRoute` never saw is named once (`TG_ROUTE_NOT_LIMITED`).
+ * Added only when routes existed as the plugin loaded, so that an app which awaits pays nothing.
+ */
+function unlimitedRouteWarning(
+  seen: ReadonlySet<string>,
+  limitEveryRoute: boolean,
+  warn: (message: string, code: string) => void,
+) {
+  const checked = new WeakSet<object>()
+  return (request: FastifyRequest, _reply: FastifyReply, done: () => void) => {
+    const config = request.routeOptions.config
+    if (!checked.has(config)) {
+      checked.add(config)
+      const { url, method, rateLimit } = config
+      const routeId = `${[method].flat().join(',')} ${url}`
+      const covered = rateLimit !== false && (rateLimit !== undefined || limitEveryRoute)
+      if (url !== undefined && covered && !seen.has(routeId)) {
+        warn(
+          `route ${routeId} was added before @tollgate/fastify loaded, so it is not limited: await app.register(tollgate, …) before adding routes`,
+          'TG_ROUTE_NOT_LIMITED',
+        )
+      }
+    }
+    done()
+  }
 }
 
 /** A route with its own config runs only its own engine, so it is never charged by the plugin's too. */

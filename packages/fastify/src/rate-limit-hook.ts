@@ -10,7 +10,7 @@ export function rateLimitHook(engine: RateLimit<FastifyRequest>): RateLimitHook 
   return async (request, reply) => {
     if (charged.has(request)) return undefined
     charged.add(request)
-    const verdict = await engine.check(request, requestView(request))
+    const verdict = await engine.check(request, requestView(request, reply))
     reply.headers(verdict.headers)
     if (verdict.action === 'continue') {
       request.rateLimit = verdict.decision

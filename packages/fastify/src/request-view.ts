@@ -1,7 +1,8 @@
 import type { RequestView } from '@tollgate/core'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 
-export function requestView(request: FastifyRequest): RequestView {
+/** Without `reply`, as for a check by hand given none, `countOnly` has no response to watch. */
+export function requestView(request: FastifyRequest, reply?: FastifyReply): RequestView {
   return {
     ip: request.ip,
     forwardedFor: request.headers['x-forwarded-for'],
@@ -9,5 +10,6 @@ export function requestView(request: FastifyRequest): RequestView {
     // carry `trustProxy`, so this is the one public sign of the setting.
     proxyTrusted: request.ips !== undefined,
     socketAddress: request.socket.remoteAddress,
+    response: reply?.raw,
   }
 }

@@ -1,6 +1,6 @@
 import { createLimiter, MemoryStore, type Store } from '@tollgate/core'
 import Fastify from 'fastify'
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { tollgate } from '../src/index.js'
 import { appWith, fixedClockStore, NOW } from './app.js'
 
@@ -57,6 +57,35 @@ describe('what the plugin adds to Fastify', () => {
     expect((await app.inject('/')).json()).toEqual({ action: 'continue', remaining: 1 })
     expect((await app.inject('/')).json()).toEqual({ action: 'continue', remaining: 0 })
     expect((await app.inject('/')).json()).toEqual({ action: 'respond', remaining: 0 })
+  })
+
+  it('fastify.tollgate.check given the reply lets countOnly give a charge back after the response', async () => {
+    const limiter = createLimiter({
+      store: fixedClockStore(),
+      rules: { login: { windows: [{ limit: 1, period: '10s' }] } },
+    })
+    onTestFinished(() => limiter.close())
+    const failures = { limiter, rule: 'login', countOnly: 'failures' as const }
+    const app = await appWith({ windows: [{ limit: 100, period: '10s' }], global: false })
+    app.post('/login', async (request, reply) => {
+      const verdict = await app.tollgate.check(request, failures, reply)
+      if (verdict.action === 'respond') return reply.code(verdict.status).type(verdict.contentType).send(verdict.body)
+      return reply.code(request.headers['x-password'] === 'right' ? 200 : 401).send()
+    })
+    const login = (password: string) =>
+      app.inject({ method: 'POST', url: '/login', headers: { 'x-password': password } })
+    const left = async () => (await limiter.peek('login', 'ip:127.0.0.1', { cost: 0 })).windows[0]?.remaining
+    /** The charge is given back after the response has finished: a few turns of the event loop. */
+    async function leftOnceSettled(): Promise<number | undefined> {
+      for (let turn = 0; turn < 10; turn++) await new Promise((resolve) => setImmediate(resolve))
+      return left()
+    }
+
+    expect((await login('right')).statusCode).toBe(200)
+    expect(await leftOnceSettled()).toBe(1)
+    expect((await login('wrong')).statusCode).toBe(401)
+    expect(await leftOnceSettled()).toBe(0)
+    expect((await login('right')).statusCode).toBe(429)
   })
 
   it("registers with fastify-plugin's name, so other plugins can depend on it", async () => {

@@ -1,5 +1,5 @@
 import { TollgateConfigError } from '@tollgate/core'
-import type { RouteOptions } from 'fastify'
+import type { FastifyRequest, RouteOptions } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { appWith } from './app.js'
 
@@ -33,6 +33,28 @@ describe('a route with its own config.rateLimit', () => {
       expect(response.headers.ratelimit).toBeUndefined()
       expect(response.headers['ratelimit-policy']).toBeUndefined()
     }
+  })
+
+  it("choosing a rule per request with a function, decides with the plugin's limiter and rules", async () => {
+    const app = await appWith({
+      rules: {
+        'api.free': { windows: [{ limit: 1, period: '1m' }] },
+        'api.pro': { windows: [{ limit: 3, period: '1m' }] },
+      },
+      rule: 'api.free',
+    })
+    const byPlan = (request: FastifyRequest) => (request.headers['x-plan'] === 'pro' ? 'api.pro' : 'api.free')
+    app.get('/reports', { config: { rateLimit: { rule: byPlan } } }, ok)
+    app.get('/', ok)
+
+    const pro = await app.inject({ url: '/reports', headers: { 'x-plan': 'pro' } })
+    expect(pro.headers['ratelimit-policy']).toBe('"api.pro-60s";q=3;w=60')
+    expect(pro.headers.ratelimit).toBe('"api.pro-60s";r=2;t=60')
+    // The same counts as the plugin-wide limit's: the free plan's one request went to /.
+    expect((await app.inject('/')).statusCode).toBe(200)
+    const free = await app.inject('/reports')
+    expect(free.statusCode).toBe(429)
+    expect(free.json()['violated-policies']).toEqual(['api.free-60s'])
   })
 
   it('naming another rule of the plugin-wide rules, decides with the shared limiter', async () => {

@@ -56,6 +56,7 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
       forwardedFor: ctx.get('x-forwarded-for') || undefined,
       proxyTrusted: Boolean(ctx.app.proxy),
       socketAddress: ctx.req.socket.remoteAddress,
+      response: ctx.res,
     })
     ctx.set(verdict.headers)
     if (verdict.action === 'continue') {
@@ -66,13 +67,15 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
         throw withHeaders(error, verdict.headers)
       }
     } else if (throwError) {
-      const { problem, decision, headers } = verdict
+      const { problem, decision, headers, contentType, body } = verdict
       // Koa's default error handler clears every header and then sets the error's own, so they travel with it.
       ctx.throw(verdict.status, typeof problem.detail === 'string' ? problem.detail : problem.title, {
         headers,
         expose: true,
         problem,
         decision,
+        contentType,
+        body,
       })
     } else {
       ctx.status = verdict.status

@@ -6,20 +6,33 @@ import { retryAfterSeconds } from './retry-after.js'
 /**
  * - `draft-10`: `RateLimit-Policy` and `RateLimit`, one Structured Field list item per window
  *   (draft-ietf-httpapi-ratelimit-headers-10).
+ * - `draft-8`: the same fields: draft-8 introduced them, and what express-rate-limit calls
+ *   `standardHeaders: 'draft-8'` is this list of named items. Drafts 9 and 10 changed their
+ *   wording, not their syntax. `pk` stays opt-in (`partitionKey`).
  * - `draft-7`: `RateLimit: limit=…, remaining=…, reset=…` for the window closest to refusing,
  *   and `RateLimit-Policy: 20;w=60, 5;w=3`.
  * - `draft-6`: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` for that window,
  *   and the same `RateLimit-Policy`.
  * - `legacy`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds).
  */
-export type HeadersFormat = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy'
+export type HeadersFormat = 'draft-10' | 'draft-8' | 'draft-7' | 'draft-6' | 'legacy'
 
-export const HEADERS_FORMATS: readonly HeadersFormat[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+export const HEADERS_FORMATS: readonly HeadersFormat[] = ['draft-10', 'draft-8', 'draft-7', 'draft-6', 'legacy']
 
-/** draft-10 quota units: what `cost` counts. */
-export type QuotaUnit = 'request' | 'content-bytes' | 'concurrency'
+/**
+ * Quota units of the draft's registry: what `cost` counts. `concurrency`, the name used before,
+ * is still accepted and sent as `concurrent-requests`, the registered one.
+ */
+export type QuotaUnit = 'request' | 'content-bytes' | 'concurrent-requests' | 'concurrency'
 
-export const QUOTA_UNITS: readonly QuotaUnit[] = ['request', 'content-bytes', 'concurrency']
+export const QUOTA_UNITS: readonly QuotaUnit[] = ['request', 'content-bytes', 'concurrent-requests', 'concurrency']
+
+const REGISTERED_UNIT: Readonly<Record<QuotaUnit, string>> = {
+  request: 'request',
+  'content-bytes': 'content-bytes',
+  'concurrent-requests': 'concurrent-requests',
+  concurrency: 'concurrent-requests',
+}
 
 export interface HeaderOptions {
   format: HeadersFormat
@@ -72,6 +85,14 @@ function closestToRefusing(windows: readonly WindowState[]): WindowState | undef
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000))
 
+/**
+ * `w` is whole seconds, at least 1: the draft has no sub-second precision. A period that is not a
+ * whole number of seconds is rounded up, so that a client pacing itself at `q` per `w` never
+ * outruns the limit, where rounding down (1.5 s as `w=1`) would have it send 5 a second against
+ * 5 per 1.5 s. The policy's name keeps the exact period (`api-1500ms`).
+ */
+const windowSeconds = (periodMs: number) => Math.max(1, seconds(periodMs))
+
 function sfString(value: string): string {
   return `"${value.replace(/[\\"]/g, '\\$&')}"`
 }
@@ -110,7 +131,7 @@ function policyNameOf(rule: string, periodMs: number): PolicyName {
 function policyItem(window: WindowState, unit: string): string {
   const name = policyNameOf(window.rule, window.periodMs)
   if (unit === '' && name.itemLimit === window.limit) return name.item
-  const item = `${name.quoted};q=${window.limit};w=${Math.max(1, seconds(window.periodMs))}${unit}`
+  const item = `${name.quoted};q=${window.limit};w=${windowSeconds(window.periodMs)}${unit}`
   if (unit === '') {
     name.itemLimit = window.limit
     name.item = item
@@ -138,10 +159,10 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
   // a client reads `t` beyond `w` as a window longer than the policy says. Retry-After keeps the
   // exact wait.
   const reset = (window: WindowState) =>
-    Math.min(seconds(window.resetAtMs - decision.nowMs), Math.max(1, seconds(window.periodMs)))
+    Math.min(seconds(window.resetAtMs - decision.nowMs), windowSeconds(window.periodMs))
 
-  if (options.format === 'draft-10') {
-    const unit = options.quotaUnit === 'request' ? '' : `;qu=${sfString(options.quotaUnit)}`
+  if (options.format === 'draft-10' || options.format === 'draft-8') {
+    const unit = options.quotaUnit === 'request' ? '' : `;qu=${sfString(REGISTERED_UNIT[options.quotaUnit])}`
     const secret = options.partitionKeySecret
     let policy = ''
     let state = ''
@@ -166,7 +187,7 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
     )
     return headers
   }
-  headers['RateLimit-Policy'] = windows.map((w) => `${w.limit};w=${Math.max(1, seconds(w.periodMs))}`).join(', ')
+  headers['RateLimit-Policy'] = windows.map((w) => `${w.limit};w=${windowSeconds(w.periodMs)}`).join(', ')
   if (options.format === 'draft-7') {
     headers.RateLimit = `limit=${closest.limit}, remaining=${closest.remaining}, reset=${reset(closest)}`
   } else {

@@ -10,22 +10,41 @@ export type ProblemDetails = Record<string, unknown> & { type: string; title: st
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
 
 /**
- * The 429 body: the ratelimit draft's `quota-exceeded` type, naming the refusing windows in
- * `violated-policies` and what their identifiers count in `identifier-kinds` (`ip`, `user`: the
- * part of an identifier before its first `:`), never the identifiers, which may be personal data.
+ * Whether the refusal is one retrying can never change: the request costs more than a window
+ * admits in a whole period (`retryAfterMs` is `Infinity`).
+ */
+export function neverFits(decision: Decision): boolean {
+  return !decision.allowed && decision.retryAfterMs === Number.POSITIVE_INFINITY
+}
+
+/**
+ * The status of a refusal by a limit: 429, or 413 Content Too Large for a request that costs
+ * more than a window can ever admit. A 429 without `Retry-After` has clients back off and send
+ * the same request again for nothing; 413 is a status they do not retry, and says what to change.
+ */
+export function refusalStatus(decision: Decision): 413 | 429 {
+  return neverFits(decision) ? 413 : 429
+}
+
+/**
+ * The body of a refusal by a limit: the ratelimit draft's `quota-exceeded` type, naming the
+ * refusing windows in `violated-policies` and what their identifiers count in `identifier-kinds`
+ * (`ip`, `user`: the part of an identifier before its first `:`), never the identifiers, which
+ * may be personal data. `status` is `refusalStatus(decision)`; for a request that can never fit,
+ * `detail` names the windows too small for it with their limits, and `retry-after` is null.
  */
 export function quotaExceededProblem(decision: Decision): ProblemDetails {
   const violated = tightestPerPolicy(decision.windows).filter((w) => w.failed)
   const names = (windows: typeof violated) => windows.map((w) => policyName(w.rule, w.periodMs)).join(', ')
   const retryAfter = retryAfterSeconds(decision) ?? null
+  const tooSmall = violated.filter((w) => w.limit < decision.cost)
   return {
     type: QUOTA_EXCEEDED,
     title: 'Request cannot be satisfied as assigned quota has been exceeded',
-    status: 429,
-    detail:
-      retryAfter === null
-        ? `This request costs ${decision.cost}, more than ${names(violated.filter((w) => w.limit < decision.cost))} can ever admit.`
-        : `Quota exceeded for ${names(violated)}; retry in ${retryAfter} s.`,
+    status: refusalStatus(decision),
+    detail: neverFits(decision)
+      ? `This request costs ${decision.cost}, more than ${tooSmall.map((w) => `${policyName(w.rule, w.periodMs)} admits (${w.limit})`).join(' or ')}; retrying will not help, a smaller request may pass.`
+      : `Quota exceeded for ${names(violated)}; retry in ${retryAfter} s.`,
     'violated-policies': violated.map((w) => policyName(w.rule, w.periodMs)),
     'identifier-kinds': refusingKinds(decision),
     'retry-after': retryAfter,

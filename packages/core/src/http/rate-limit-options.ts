@@ -20,7 +20,49 @@ export interface ClientView {
   ipIdentifier: string
 }
 
-type MaybePromise<T> = T | Promise<T>
+export type MaybePromise<T> = T | Promise<T>
+
+/** How a response ended, for `countOnly`. */
+export interface ResponseOutcome<Req> {
+  request: Req
+  /**
+   * The status sent; undefined when the connection closed before the app had answered (the
+   * client went away), which `'failures'` counts as a failure.
+   * @example 401
+   */
+  status: number | undefined
+}
+
+/** A whole response to send for a refusal, built by the `refusal` option. */
+export interface RefusalResponse {
+  /** An integer from 200 to 599. @example 429 */
+  status: number
+  /**
+   * Header fields, set over the rate limit fields and `Retry-After`: a name given here (in any
+   * case) replaces the field of that name, and the others stay. A `Content-Type` here wins over
+   * `contentType`.
+   * @example { 'Cache-Control': 'no-store' }
+   */
+  headers?: Record<string, string>
+  /**
+   * @default 'application/json' for a body sent as JSON, 'application/octet-stream' for bytes,
+   * else 'text/plain; charset=utf-8'
+   */
+  contentType?: string
+  /** A string or bytes, sent as they are; anything else is sent as JSON. @default no body */
+  body?: unknown
+}
+
+/** The refusal Tollgate sends unless `refusal` builds another: the start of one that changes a part. */
+export interface StandardRefusal extends RefusalResponse {
+  /** 429; 413 for a request that costs more than a window can ever admit; 503 for a store failure with `onStoreError: 'deny'`. */
+  status: number
+  /** The rate limit fields and `Retry-After`, by the option `headers`. */
+  headers: Record<string, string>
+  contentType: 'application/problem+json'
+  /** The problem details: `problem()`'s for a refusal by a limit when it is given. */
+  body: ProblemDetails
+}
 
 /**
  * The options every Tollgate HTTP adapter takes, with `Req` the framework's own request object
@@ -34,12 +76,18 @@ export interface RateLimitOptions<Req> {
   /** Rules for a limiter made here; `rule` names the one to apply. */
   rules?: RulesOptions
   /**
-   * The rule to apply, or the name given to inline `windows` (at most 128 characters).
+   * The rule to apply, or the name given to inline `windows` (at most 128 characters). Or a
+   * function of the request that names one of the limiter's rules (of `rules` or `limiter`), for
+   * a limit per plan or tier: headers and problem bodies then speak of the rule it chose. A name
+   * the limiter does not hold fails that request alone with a `TG_UNKNOWN_RULE` error naming the
+   * rules it holds, through the framework's error handling (a 500 unless the app answers
+   * otherwise), and charges nothing.
    * @default with inline windows, a name derived from them and the algorithm, e.g.
    * `'inline:sliding-log:100/1m'`: middlewares with the same windows share counts, others never do
    * @example 'auth.createToken'
+   * @example (req) => (req.user?.plan === 'pro' ? 'api.pro' : 'api.free')
    */
-  rule?: string
+  rule?: string | ((request: Req) => MaybePromise<string>)
   /**
    * Inline windows: a rule of its own for this middleware. Without `rule` it is named after what
    * it counts, so two middlewares with the same windows and algorithm on one store count each
@@ -66,9 +114,29 @@ export interface RateLimitOptions<Req> {
   cost?: number | ((request: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not counted and get no headers. */
   skip?: (request: Req) => MaybePromise<boolean>
-  /** Which rate limit header fields to send, or `false` for none (`Retry-After` is still sent on refusals). @default 'draft-10' */
+  /**
+   * Which responses stay counted; the others get their charge back once the response has gone
+   * (`limiter.refund`), so the next requests see it. `'failures'`: statuses of 400 and above,
+   * and requests whose client went away before the answer (so aborting cannot dodge the count),
+   * e.g. to count only failed logins. `'successes'`: statuses below 400. Or a function of the
+   * outcome that returns true to keep the charge. Each request is charged when it arrives, as
+   * always, so the limit still holds while it is answered; headers report that charge. A refund
+   * that fails (the store down) or a function that throws leaves the charge, with a warning
+   * (`TG_REFUND_FAILED`, once); it never fails a response.
+   * @default every response counted
+   * @example 'failures'
+   * @example ({ status }) => status === 401 || status === 403
+   */
+  countOnly?: 'failures' | 'successes' | ((outcome: ResponseOutcome<Req>) => MaybePromise<boolean>)
+  /**
+   * Which rate limit header fields to send, or `false` for none (`Retry-After` is still sent on
+   * refusals): `'draft-10'`, `'draft-8'` (the same fields, by express-rate-limit's name for them),
+   * `'draft-7'`, `'draft-6'` or `'legacy'` (`X-RateLimit-*`).
+   * @default 'draft-10'
+   * @example 'draft-7'
+   */
   headers?: HeadersFormat | false
-  /** What `cost` counts, sent as draft-10 `qu`. @default 'request' */
+  /** What `cost` counts, sent as draft-10 `qu` (`'concurrency'` is sent as `concurrent-requests`). @default 'request' */
   quotaUnit?: QuotaUnit
   /**
    * Adds draft-10 `pk` to `RateLimit` items: a keyed digest (HMAC-SHA-256) of the identifier.
@@ -79,8 +147,18 @@ export interface RateLimitOptions<Req> {
   partitionKey?: boolean | string
   /** Called for every request a limit refuses (and every would-be refusal in `dryRun`), before the response; not for 503s after a store failure. */
   onLimited?: (request: Req, decision: Decision) => MaybePromise<void>
-  /** Replaces the 429 `application/problem+json` body. */
+  /** Replaces the `application/problem+json` body of a refusal by a limit (429, or 413 for a cost that can never fit). */
   problem?: (decision: Decision, request: Req) => MaybePromise<ProblemDetails>
+  /**
+   * Builds the whole response to a refusal (by a limit, or by a store failure with
+   * `onStoreError: 'deny'`: `decision.reason` tells), from the decision, the request and the
+   * refusal Tollgate would send. Its headers are set over the rate limit fields, which stay
+   * unless it names them. The adapters send it as it is.
+   * @default the standard refusal: problem+json, 429 (413 when the cost can never fit) or 503
+   * @example (decision, req, standard) => ({ ...standard, status: 503, headers: { 'Cache-Control': 'no-store' } })
+   * @example () => ({ status: 429, contentType: 'text/html', body: '<p>Too many requests. Try again soon.</p>' })
+   */
+  refusal?: (decision: Decision, request: Req, standard: StandardRefusal) => MaybePromise<RefusalResponse>
   /** Count and report, never refuse. @default false */
   dryRun?: boolean
   /** Fail open (`'allow'`) or closed (`'deny'`, answered 503) when the store fails. @default the limiter's, 'allow' */
@@ -91,7 +169,8 @@ export interface RateLimitOptions<Req> {
    * Receives one-time warnings, each with a code: `TG_UNTRUSTED_FORWARDED_FOR` and
    * `TG_FORWARDED_FOR_UNUSED` (`X-Forwarded-For` arrived, but the address decided on is the
    * connecting peer's), `TG_NO_CLIENT_ADDRESS`, `TG_UNPARSEABLE_CLIENT_ADDRESS`,
-   * `TG_UNUSABLE_IDENTIFIER`, and the limiter's own.
+   * `TG_UNUSABLE_IDENTIFIER`, `TG_REFUND_FAILED` (`countOnly` could not give a charge back), and
+   * the limiter's own.
    * @default process.emitWarning
    */
   onWarning?: WarningHandler
@@ -108,11 +187,13 @@ export const RATE_LIMIT_OPTION_KEYS: ReadonlySet<string> = new Set([
   'ipv6Subnet',
   'cost',
   'skip',
+  'countOnly',
   'headers',
   'quotaUnit',
   'partitionKey',
   'onLimited',
   'problem',
+  'refusal',
   'dryRun',
   'onStoreError',
   'storeTimeoutMs',

@@ -1,14 +1,22 @@
 import { randomBytes } from 'node:crypto'
 import type { Decision } from '../decision.js'
-import { describeValue, TollgateConfigError } from '../errors.js'
+import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { createLimiter, type DecisionOptions, type Limiter } from '../limiter.js'
 import { isPlainObject, rejectUnknownKeys, type WarningHandler } from '../rules.js'
 import { storeErrorPolicyOf, storeTimeoutOf } from '../store-failure.js'
 import type { Store } from '../stores/store.js'
 import { type AddressFallback, clientAddressIdentifier } from './client-address.js'
+import { chargeSettler, countOnlyOf, type ObservedResponse } from './count-only.js'
 import { HEADERS_FORMATS, type HeaderOptions, QUOTA_UNITS, rateLimitHeaders } from './headers.js'
-import { type ProblemDetails, quotaExceededProblem, storeUnavailableProblem } from './problem.js'
-import { type ClientView, RATE_LIMIT_OPTION_KEYS, type RateLimitOptions } from './rate-limit-options.js'
+import { type ProblemDetails, quotaExceededProblem, refusalStatus, storeUnavailableProblem } from './problem.js'
+import {
+  type ClientView,
+  type MaybePromise,
+  RATE_LIMIT_OPTION_KEYS,
+  type RateLimitOptions,
+  type StandardRefusal,
+} from './rate-limit-options.js'
+import { serializedRefusal } from './refusal.js'
 import { retryAfterSeconds } from './retry-after.js'
 import { inlineRuleName, routeRuleName } from './rule-names.js'
 import { type UnusableIdentifier, usableIdentifiers } from './usable-identifiers.js'
@@ -26,6 +34,11 @@ export interface RequestView {
    * `X-Forwarded-For` arrived, the proxy's setting let every client behind it count as the proxy.
    */
   socketAddress?: string | undefined
+  /**
+   * The Node response the framework answers through (Express `res`, Fastify `reply.raw`, Koa
+   * `ctx.res`), watched for its status when `countOnly` is set. Without it every response counts.
+   */
+  response?: ObservedResponse | undefined
 }
 
 /**
@@ -36,10 +49,13 @@ export type RateLimitVerdict =
   | { action: 'continue'; headers: Record<string, string>; decision: Decision | undefined }
   | {
       action: 'respond'
-      status: 429 | 503
+      /** 429, 413 for a cost that can never fit, 503 for a store failure; or what `refusal` returned. */
+      status: number
       headers: Record<string, string>
-      contentType: 'application/problem+json'
-      body: string
+      /** `application/problem+json` unless `refusal` says otherwise. */
+      contentType: string
+      body: string | Buffer
+      /** The problem details of the standard refusal, whatever `refusal` sends instead. */
       problem: ProblemDetails
       decision: Decision
     }
@@ -49,9 +65,12 @@ export interface RateLimit<Req> {
   readonly options: RateLimitOptions<Req>
   /** The limiter deciding: the one given, or the one made from `rules`/`windows`. */
   readonly limiter: Limiter
-  /** The rule applied. */
-  readonly rule: string
-  /** Decides for one request. Never rejects for a store failure; rejects for a failing `identify`, `cost` or `skip`. */
+  /** The rule applied, or the function that names it per request. */
+  readonly rule: string | ((request: Req) => MaybePromise<string>)
+  /**
+   * Decides for one request. Never rejects for a store failure; rejects for a failing `rule`,
+   * `identify`, `cost`, `skip`, `onLimited`, `problem` or `refusal`.
+   */
   check(request: Req, view: RequestView): Promise<RateLimitVerdict>
   /** Closes the limiter if it was made here; a limiter passed in stays open. */
   close(): Promise<void>
@@ -78,6 +97,8 @@ export function createRateLimit<Req>(
   const skip = optionalFunction(options, 'skip')
   const onLimited = optionalFunction(options, 'onLimited')
   const problem = optionalFunction(options, 'problem')
+  const refusal = optionalFunction(options, 'refusal')
+  const countOnly = countOnlyOf(options.countOnly)
   const cost = options.cost ?? 1
   if (typeof cost !== 'function' && (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0)) {
     throw new TollgateConfigError(
@@ -94,14 +115,16 @@ export function createRateLimit<Req>(
   const dryRun = options.dryRun ?? false
   if (typeof dryRun !== 'boolean')
     throw new TollgateConfigError(`option dryRun must be a boolean, got ${describeValue(dryRun)}`)
+  const storeTimeout =
+    options.storeTimeoutMs === undefined
+      ? {}
+      : { storeTimeoutMs: storeTimeoutOf(options.storeTimeoutMs, TollgateConfigError, 'option storeTimeoutMs') }
   const decisionDefaults: DecisionOptions = {
     dryRun,
     ...(options.onStoreError === undefined
       ? {}
       : { onStoreError: storeErrorPolicyOf(options.onStoreError, TollgateConfigError, 'option onStoreError') }),
-    ...(options.storeTimeoutMs === undefined
-      ? {}
-      : { storeTimeoutMs: storeTimeoutOf(options.storeTimeoutMs, TollgateConfigError, 'option storeTimeoutMs') }),
+    ...storeTimeout,
   }
   // One frozen object for every request when the cost is fixed: the limiter checks it once.
   const fixedCostOptions = typeof cost === 'number' ? Object.freeze({ ...decisionDefaults, cost }) : undefined
@@ -110,6 +133,7 @@ export function createRateLimit<Req>(
   const onAddressFallback = (how: AddressFallback) =>
     warnOnce(how, ADDRESS_FALLBACK[how], 'TG_UNPARSEABLE_CLIENT_ADDRESS')
   const onUnusable = (why: UnusableIdentifier) => warnOnce(why, UNUSABLE_IDENTIFIER[why], 'TG_UNUSABLE_IDENTIFIER')
+  const settleCharge = countOnly && chargeSettler(countOnly, limiter, storeTimeout, warnOnce)
 
   async function identified(
     identify: NonNullable<RateLimitOptions<Req>['identify']>,
@@ -128,6 +152,42 @@ export function createRateLimit<Req>(
     return usableIdentifiers(returned, client.ipIdentifier, onUnusable)
   }
 
+  function chosenRule(name: unknown): string {
+    if (typeof name === 'string' && limiter.rules.has(name)) return name
+    throw new TollgateError(
+      'TG_UNKNOWN_RULE',
+      `option rule chose ${describeValue(name)}, which is not one of the limiter's rules: ${[...limiter.rules.keys()].join(', ')}`,
+    )
+  }
+
+  async function refuse(
+    status: number,
+    headers: Record<string, string>,
+    problemDetails: ProblemDetails,
+    decision: Decision,
+    request: Req,
+  ): Promise<RateLimitVerdict> {
+    if (!refusal) {
+      return {
+        action: 'respond',
+        status,
+        headers,
+        contentType: PROBLEM_JSON,
+        body: JSON.stringify(problemDetails),
+        problem: problemDetails,
+        decision,
+      }
+    }
+    const standard: StandardRefusal = {
+      status,
+      headers: { ...headers },
+      contentType: PROBLEM_JSON,
+      body: problemDetails,
+    }
+    const built = serializedRefusal(await refusal(decision, request, standard), headers)
+    return { action: 'respond', ...built, problem: problemDetails, decision }
+  }
+
   return {
     options,
     limiter,
@@ -139,32 +199,43 @@ export function createRateLimit<Req>(
         else if (view.ip !== undefined && view.ip === view.socketAddress)
           warnOnce('unused-forwarded-for', FORWARDED_FOR_UNUSED, 'TG_FORWARDED_FOR_UNUSED')
       }
+      const ruleName = typeof rule === 'string' ? rule : chosenRule(await rule(request))
       const ip = view.ip
       let ipIdentifier = NO_ADDRESS
       if (ip) ipIdentifier = clientAddressIdentifier(ip, ipv6Subnet, onAddressFallback)
       else if (!identify) warnOnce('no-address', NO_CLIENT_ADDRESS, 'TG_NO_CLIENT_ADDRESS')
       const identifiers = identify ? await identified(identify, request, { ip, ipIdentifier }) : ipIdentifier
       const decision = await limiter.consume(
-        rule,
+        ruleName,
         identifiers,
         typeof cost === 'function' ? { ...decisionDefaults, cost: await cost(request) } : fixedCostOptions,
       )
       const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
       if (decision.reason === 'store-error-denied')
-        return respond(503, headers, storeUnavailableProblem(decision), decision)
+        return refuse(503, headers, storeUnavailableProblem(decision), decision, request)
       // Refused by a limit, on the shared store or the local fallback, or would have been in a dry run.
       if (!decision.allowed || decision.reason === 'dry-run') await onLimited?.(request, decision)
-      if (decision.allowed) return { action: 'continue', headers, decision }
-      return respond(
-        429,
+      if (decision.allowed) {
+        // Only a charge the shared store took can be given back there: not a dry run's refusal,
+        // a store failure's pass, or the local fallback's count.
+        if (settleCharge && decision.reason === 'ok' && decision.cost > 0) {
+          settleCharge(view.response, { request, rule: ruleName, identifiers, cost: decision.cost })
+        }
+        return { action: 'continue', headers, decision }
+      }
+      return refuse(
+        refusalStatus(decision),
         headers,
         problem ? await problem(decision, request) : quotaExceededProblem(decision),
         decision,
+        request,
       )
     },
     close: () => (owned ? limiter.close() : Promise.resolve()),
   }
 }
+
+const PROBLEM_JSON = 'application/problem+json'
 
 const NO_ADDRESS = 'ip:unknown'
 
@@ -266,28 +337,13 @@ function retryAfterOnly(decision: Decision): Record<string, string> {
   return seconds === undefined ? {} : { 'Retry-After': String(seconds) }
 }
 
-function respond(
-  status: 429 | 503,
-  headers: Record<string, string>,
-  problem: ProblemDetails,
-  decision: Decision,
-): RateLimitVerdict {
-  return {
-    action: 'respond',
-    status,
-    headers,
-    contentType: 'application/problem+json',
-    body: JSON.stringify(problem),
-    problem,
-    decision,
-  }
-}
-
 function limiterOf<Req>(options: RateLimitOptions<Req>, onWarning: (message: string, code: string) => void) {
   const { limiter, store, rules, windows, algorithm } = options
   const rule = options.rule ?? (windows ? inlineRuleName(windows, algorithm) : undefined)
-  if (rule !== undefined && (typeof rule !== 'string' || rule.length === 0)) {
-    throw new TollgateConfigError(`option rule must be a rule name, got ${describeValue(rule)}`)
+  if (rule !== undefined && typeof rule !== 'function' && (typeof rule !== 'string' || rule.length === 0)) {
+    throw new TollgateConfigError(
+      `option rule must be a rule name or a function of the request naming one, got ${describeValue(rule)}`,
+    )
   }
   const sources = [limiter && 'limiter', rules && 'rules', windows && 'windows'].filter(Boolean)
   if (sources.length !== 1) {
@@ -298,6 +354,11 @@ function limiterOf<Req>(options: RateLimitOptions<Req>, onWarning: (message: str
     )
   }
   if (algorithm !== undefined && !windows) throw new TollgateConfigError('option algorithm goes with inline windows')
+  if (typeof rule === 'function' && windows) {
+    throw new TollgateConfigError(
+      'option rule as a function chooses among rules: give it rules or a limiter holding them, not inline windows',
+    )
+  }
   if (limiter) {
     if (store) throw new TollgateConfigError('option store goes with rules or windows; a limiter has its own store')
     if (typeof limiter.consume !== 'function')
@@ -312,13 +373,13 @@ function limiterOf<Req>(options: RateLimitOptions<Req>, onWarning: (message: str
   return { limiter: made, rule: ruleIn(made, rule), owned: true }
 }
 
-function ruleIn(limiter: Limiter, rule: string | undefined): string {
+function ruleIn<R extends string | ((...args: never[]) => unknown)>(limiter: Limiter, rule: R | undefined): R {
   if (rule === undefined) {
     throw new TollgateConfigError(
       `option rule must name one of the limiter's rules: ${[...limiter.rules.keys()].join(', ')}`,
     )
   }
-  if (!limiter.rules.has(rule)) {
+  if (typeof rule === 'string' && !limiter.rules.has(rule)) {
     throw new TollgateConfigError(
       `option rule ${describeValue(rule)} is not one of the limiter's rules: ${[...limiter.rules.keys()].join(', ')}`,
     )
