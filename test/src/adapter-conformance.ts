@@ -119,7 +119,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
     }
 
     describe('header formats', () => {
-      const api = { rule: 'api', windows: [{ limit: 2, period: '10s' }] }
+      const api = { rule: 'api', windows: [{ limit: 2, period: '10s' }] } satisfies RateLimitOptions<HarnessRequest>
 
       it('draft-10: allows exactly the limit, then 429 with Retry-After from the refusing window', async () => {
         const http = await serveLimited(api)
@@ -250,7 +250,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
           { limit: 20, period: '60s' },
           { limit: 5, period: '3s' },
         ],
-      }
+      } satisfies RateLimitOptions<HarnessRequest>
       const policy = [
         { name: 'auth.createToken-60s', params: { q: 20, w: 60 } },
         { name: 'auth.createToken-3s', params: { q: 5, w: 3 } },

@@ -1,7 +1,7 @@
 import type { Decision } from '../decision.js'
 import type { Limiter } from '../limiter.js'
 import type { AlgorithmName, RulesOptions, WarningHandler, WindowOptions } from '../rules.js'
-import type { StoreErrorPolicy } from '../store-failure.js'
+import type { StoreErrorPolicy } from '../store-error-policy.js'
 import type { Store } from '../stores/store.js'
 import type { HeadersFormat, QuotaUnit } from './headers.js'
 import type { ProblemDetails } from './problem.js'
@@ -81,7 +81,7 @@ export interface RateLimitOptions<Req> {
   onLimited?: (request: Req, decision: Decision) => MaybePromise<void>
   /** Replaces the 429 `application/problem+json` body. */
   problem?: (decision: Decision, request: Req) => MaybePromise<ProblemDetails>
-  /** Count and report, never refuse. @default false */
+  /** Count and report, never refuse; `false` enforces a rule in dry run. @default the rule's dryRun, else the limiter's (false) */
   dryRun?: boolean
   /** Fail open (`'allow'`) or closed (`'deny'`, answered 503) when the store fails. @default the limiter's, 'allow' */
   onStoreError?: StoreErrorPolicy
