@@ -1,6 +1,6 @@
 // How Tollgate's key layout spreads one rule over a Redis Cluster, and what a decision whose
 // identifiers live in different slots costs. Prints Markdown tables; run with `pnpm --filter @tollgate/bench hot-shard`.
-import { createLimiter, type DecisionReason, type Limiter, RedisStore } from '@tollgate/core'
+import { createLimiter, type DecisionReason, type Limiter, RedisStore, type RulesOptions } from '@tollgate/core'
 import { spawnRedisServer } from '@tollgate/test-support/redis-server'
 import { type Cluster, Redis } from 'ioredis'
 import {
@@ -24,7 +24,7 @@ const users = Array.from({ length: IDENTIFIERS / 2 }, (_, i) => `user:${i}`)
 const rules = {
   api: { windows: [{ limit: 1_000_000, period: '1h' }] },
   tight: { windows: [{ limit: 1, period: '1h' }] },
-}
+} satisfies RulesOptions
 
 interface Run {
   perSecond: number

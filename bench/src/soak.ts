@@ -96,7 +96,7 @@ async function soak(seconds: number, forceGc: () => void): Promise<number> {
     const draw = Math.random()
     const operation: Operation = draw < 0.7 ? 'consume' : draw < 0.9 ? 'peek' : 'refund'
     const which = Math.random()
-    const [rule, identifiers, cost] =
+    const [rule, identifiers, cost]: [rule: 'api.read' | 'api.write' | 'auth.login' | 'upload', string[], number] =
       which < 0.4
         ? ['api.read', [pick(ips)], 1]
         : which < 0.6

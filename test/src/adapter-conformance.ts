@@ -151,7 +151,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
     }
 
     describe('header formats', () => {
-      const api = { rule: 'api', windows: [{ limit: 2, period: '10s' }] }
+      const api = { rule: 'api', windows: [{ limit: 2, period: '10s' }] } satisfies RateLimitOptions<HarnessRequest>
 
       it('draft-10: allows exactly the limit, then 429 with Retry-After from the refusing window', async () => {
         const http = await serveLimited(api)
@@ -301,7 +301,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
           { limit: 20, period: '60s' },
           { limit: 5, period: '3s' },
         ],
-      }
+      } satisfies RateLimitOptions<HarnessRequest>
       const policy = [
         { name: 'auth.createToken-60s', params: { q: 20, w: 60 } },
         { name: 'auth.createToken-3s', params: { q: 5, w: 3 } },
@@ -843,7 +843,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
       const plans = {
         'api.free': { windows: [{ limit: 1, period: '10s' }] },
         'api.pro': { windows: [{ limit: 3, period: '10s' }] },
-      }
+      } as const
       const byPlan = (request: HarnessRequest) => {
         const plan = header(request, 'x-plan')
         return plan === undefined ? 'api.free' : `api.${plan}`
@@ -888,7 +888,7 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
     })
 
     describe('countOnly', () => {
-      const login = { login: { windows: [{ limit: 2, period: '10s' }] } }
+      const login = { login: { windows: [{ limit: 2, period: '10s' }] } } as const
 
       // What express-rate-limit's skipSuccessfulRequests is for: count only failed logins.
       it("'failures': a response below 400 gives its charge back once sent, so only failures are limited", async () => {

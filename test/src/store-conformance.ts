@@ -51,7 +51,7 @@ export function runStoreConformance(name: string, setup: () => Promise<StoreHarn
     }
 
     describe.each(ALGORITHMS)('%s', (algorithm) => {
-      const rules = { r: { algorithm, windows: [{ limit: 5, period: '10s' }] } }
+      const rules = { r: { algorithm, windows: [{ limit: 5, period: '10s' }] } } satisfies RulesOptions
 
       it('admits exactly the limit, then refuses and says when the request fits', async () => {
         const { limiter, clock } = limiterFor(rules)
@@ -581,7 +581,7 @@ export function runStoreConformance(name: string, setup: () => Promise<StoreHarn
         api: { windows: [{ limit: 5, period: '10s' }] },
         'api.login': { windows: [{ limit: 2, period: '10s' }], parent: 'api' },
         'api.search': { windows: [{ limit: 5, period: '10s' }], parent: 'api' },
-      }
+      } satisfies RulesOptions
 
       /** user:1 spends 2 on api.search and 2 on api.login (4 of api's 5); user:2 spends 1 on api.login. */
       async function spent() {

@@ -1,4 +1,4 @@
-import { createLimiter, RedisStore } from '@tollgate/core'
+import { createLimiter, RedisStore, type RulesOptions } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { pollUntil } from '../src/poll.js'
@@ -18,7 +18,7 @@ describe('an answer that arrives after the decision stopped waiting', () => {
     await server.stop()
   })
 
-  const rules = { login: { windows: [{ limit: 5, period: '1h' }] } }
+  const rules = { login: { windows: [{ limit: 5, period: '1h' }] } } satisfies RulesOptions
 
   async function lateConsume(policy: 'allow' | 'deny' | 'local', identifier: string) {
     const limiter = createLimiter({

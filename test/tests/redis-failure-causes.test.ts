@@ -1,4 +1,11 @@
-import { type BreakerState, createLimiter, type Decision, RedisStore, type TollgateError } from '@tollgate/core'
+import {
+  type BreakerState,
+  createLimiter,
+  type Decision,
+  RedisStore,
+  type RulesOptions,
+  type TollgateError,
+} from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { pollUntil } from '../src/poll.js'
@@ -21,7 +28,7 @@ async function startRedis(): Promise<{ server: SpawnedRedis; client: Redis }> {
   return { server, client }
 }
 
-const rules = { login: { windows: [{ limit: 5, period: '1h' }] } }
+const rules = { login: { windows: [{ limit: 5, period: '1h' }] } } satisfies RulesOptions
 
 // Regression: a key of the wrong type failed its identifier's decisions, as it should; but after
 // three of them the circuit breaker opened, and every other identifier got store-error-* too.

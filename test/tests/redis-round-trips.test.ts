@@ -1,4 +1,4 @@
-import { createLimiter, RedisStore } from '@tollgate/core'
+import { createLimiter, RedisStore, type RulesOptions } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { decideScript } from '../../packages/core/src/scripts/generated.js'
@@ -47,7 +47,7 @@ describe('RedisStore round trips', () => {
       parent: 'api',
     },
     api: { algorithm: 'token-bucket' as const, windows: [{ limit: 5000, period: '1h' }] },
-  }
+  } satisfies RulesOptions
 
   it('makes each consume, peek and refund of 3 windows × 2 identifiers × a parent one EVALSHA', async () => {
     const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'rt:' }), rules })

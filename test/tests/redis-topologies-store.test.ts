@@ -1,4 +1,4 @@
-import { ALGORITHMS, createLimiter, RedisStore } from '@tollgate/core'
+import { ALGORITHMS, createLimiter, RedisStore, type RuleOptions } from '@tollgate/core'
 import calculateSlot from 'cluster-key-slot'
 import type { Cluster, Redis } from 'ioredis'
 import { Redis as RedisClient } from 'ioredis'
@@ -13,7 +13,7 @@ const login = {
     { limit: 20, period: '60s' },
     { limit: 5, period: '3s' },
   ],
-}
+} satisfies RuleOptions
 
 describe('RedisStore on a 3-master Cluster', () => {
   let cluster: SpawnedCluster

@@ -1,4 +1,12 @@
-import { ALGORITHMS, createLimiter, type Decision, type Limiter, MemoryStore, RedisStore } from '@tollgate/core'
+import {
+  ALGORITHMS,
+  createLimiter,
+  type Decision,
+  type Limiter,
+  MemoryStore,
+  RedisStore,
+  type RulesOptions,
+} from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
@@ -35,7 +43,7 @@ describe('MemoryStore and RedisStore decide identically', () => {
         parent: 'root',
       },
       root: { algorithm, windows: [{ limit: 80, period: '30s' }] },
-    }
+    } satisfies RulesOptions
     // A split decision takes a round trip per slot; on a busy machine that can outlast the
     // default bound, and a timeout would be a difference in the decision, not in the state.
     const storeTimeoutMs = 30_000
@@ -108,7 +116,7 @@ describe('MemoryStore and RedisStore decide one-window rules identically', () =>
       wide: { algorithm, windows: [{ limit: 60, period: '1m' }] },
       // Too large to pack: a bucket's level stays textual, which the shorter path reads too.
       huge: { algorithm, windows: [{ limit: 2_000_000_000, period: '1m' }] },
-    }
+    } satisfies RulesOptions
     const limiters: Limiter[] = [
       createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
       createLimiter({
@@ -175,7 +183,7 @@ describe('MemoryStore and RedisStore decide large quotas identically', () => {
         parent: 'all',
       },
       all: { algorithm, windows: [{ limit: MAX - 6, period: '366d' }] },
-    }
+    } satisfies RulesOptions
     const limits: Record<keyof typeof rules, number> = { max: MAX, fast: MAX - 2, day: 1e9, bytes: 1e10, all: MAX }
     const limiters: Limiter[] = [
       createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules, onWarning: () => {} }),

@@ -1,5 +1,5 @@
 import { describeValue, TollgateConfigError } from './errors.js'
-import { isPlainObject, rejectUnknownKeys } from './rules.js'
+import { checkOptionsObject, optionKeys } from './option-objects.js'
 
 /**
  * - `closed`: decisions go to the store.
@@ -32,7 +32,38 @@ export interface CircuitBreakerOptions {
   probeAfterMs?: number
 }
 
-const OPTION_KEYS = new Set(['failureThreshold', 'probeAfterMs'])
+const OPTION_KEYS = optionKeys<CircuitBreakerOptions>({ failureThreshold: true, probeAfterMs: true })
+
+export type BreakerSettings = Readonly<Required<CircuitBreakerOptions>>
+
+export function breakerSettingsOf(options: unknown): BreakerSettings {
+  const { failureThreshold = 3, probeAfterMs = 500 } = checkOptionsObject(
+    options ?? {},
+    OPTION_KEYS,
+    'createLimiter option breaker',
+  )
+  if (
+    typeof failureThreshold !== 'number' ||
+    !Number.isInteger(failureThreshold) ||
+    failureThreshold < 1 ||
+    failureThreshold > 1000
+  ) {
+    throw new TollgateConfigError(
+      `breaker option failureThreshold must be an integer from 1 to 1000, got ${describeValue(failureThreshold)}`,
+    )
+  }
+  if (
+    typeof probeAfterMs !== 'number' ||
+    !Number.isInteger(probeAfterMs) ||
+    probeAfterMs < 1 ||
+    probeAfterMs > 60_000
+  ) {
+    throw new TollgateConfigError(
+      `breaker option probeAfterMs must be an integer from 1 to 60000, got ${describeValue(probeAfterMs)}`,
+    )
+  }
+  return { failureThreshold, probeAfterMs }
+}
 
 /** Counts consecutive failures and decides which calls may reach the store. */
 export class CircuitBreaker {
@@ -40,32 +71,12 @@ export class CircuitBreaker {
   private failures = 0
   private openedAt = 0
   private probing = false
-  private readonly failureThreshold: number
-  private readonly probeAfterMs: number
 
   constructor(
-    options: CircuitBreakerOptions | undefined,
+    private readonly settings: BreakerSettings,
     private readonly onChange: (change: BreakerChange) => void,
     private readonly now: () => number = () => performance.now(),
-  ) {
-    const raw: unknown = options ?? {}
-    if (!isPlainObject(raw))
-      throw new TollgateConfigError(`createLimiter option breaker must be an object, got ${describeValue(raw)}`)
-    rejectUnknownKeys(raw, OPTION_KEYS, 'createLimiter option breaker')
-    const { failureThreshold = 3, probeAfterMs = 500 } = raw as CircuitBreakerOptions
-    if (!Number.isInteger(failureThreshold) || failureThreshold < 1 || failureThreshold > 1000) {
-      throw new TollgateConfigError(
-        `breaker option failureThreshold must be an integer from 1 to 1000, got ${describeValue(failureThreshold)}`,
-      )
-    }
-    if (!Number.isInteger(probeAfterMs) || probeAfterMs < 1 || probeAfterMs > 60_000) {
-      throw new TollgateConfigError(
-        `breaker option probeAfterMs must be an integer from 1 to 60000, got ${describeValue(probeAfterMs)}`,
-      )
-    }
-    this.failureThreshold = failureThreshold
-    this.probeAfterMs = probeAfterMs
-  }
+  ) {}
 
   get current(): BreakerState {
     return this.state
@@ -75,7 +86,7 @@ export class CircuitBreaker {
   tryAcquire(): boolean {
     if (this.state === 'closed') return true
     if (this.state === 'open') {
-      if (this.now() - this.openedAt < this.probeAfterMs) return false
+      if (this.now() - this.openedAt < this.settings.probeAfterMs) return false
       this.move('half-open')
     }
     if (this.probing) return false
@@ -100,7 +111,7 @@ export class CircuitBreaker {
   failure(error: Error): void {
     this.failures++
     this.probing = false
-    if (this.state === 'half-open' || (this.state === 'closed' && this.failures >= this.failureThreshold)) {
+    if (this.state === 'half-open' || (this.state === 'closed' && this.failures >= this.settings.failureThreshold)) {
       this.openedAt = this.now()
       this.move('open', error)
     }

@@ -3,8 +3,9 @@ import type { TollgateError } from './errors.js'
 /**
  * - `ok`: every window had room; the cost was charged (or, for `peek`, would be).
  * - `limited`: at least one window refused; nothing was charged.
- * - `dry-run`: a window refused, but the decision was asked with `dryRun`, so it lets the
- *   request through (`retryAfterMs` 0); `windows` still say which window refused.
+ * - `dry-run`: a window refused, but the decision was in dry run (its call's `dryRun`, else its
+ *   rule's, else the limiter's), so it lets the request through (`retryAfterMs` 0) and charges
+ *   nothing; `windows` still say which window refused.
  * - `store-error-allowed`: the store failed or did not answer in time and the policy is
  *   `'allow'` (fail open); `windows` is empty, `error` says what happened.
  * - `store-error-denied`: the same with the policy `'deny'` (fail closed).

@@ -1,11 +1,26 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { parse } from 'yaml'
+import type { Duration } from './duration.js'
 import { describeValue, TollgateConfigError } from './errors.js'
-import { isPlainObject, type RuleOptions, type RulesOptions, rejectUnknownKeys } from './rules.js'
+import { checkOptionsObject, isPlainObject, optionKeys, rejectUnknownKeys } from './option-objects.js'
+import type { RuleOptions, RulesOptions } from './rules.js'
 
-const ITEM_KEYS = new Set(['name', 'config', 'algorithm', 'parent', 'onStoreError'])
-const WINDOW_KEYS = new Set(['limit', 'period'])
+/** One item of a rules file's `limits`: a rule, its windows under `config`, periods in seconds. */
+interface RulesFileLimit extends Omit<RuleOptions, 'windows'> {
+  name: string
+  config: ReadonlyArray<{ limit: number; period: number | string }>
+}
+
+const LIMIT_KEYS = optionKeys<RulesFileLimit>({
+  name: true,
+  config: true,
+  algorithm: true,
+  parent: true,
+  onStoreError: true,
+  dryRun: true,
+})
+const WINDOW_KEYS = optionKeys<RulesFileLimit['config'][number]>({ limit: true, period: true })
 
 /**
  * Reads rules from YAML or JSON text, or from a file path (or `file:` URL), in this form:
@@ -16,8 +31,9 @@ const WINDOW_KEYS = new Set(['limit', 'period'])
  *     algorithm: sliding-log      # optional
  *     parent: auth                # optional
  *     onStoreError: deny          # optional: allow, deny or local
+ *     dryRun: true                # optional: never refuse, only report (Envoy's shadow_mode)
  *     config:
- *       - { limit: 20, period: 60 }   # period in seconds, or a duration such as '500ms'
+ *       - { limit: 20, period: 60 }   # period in seconds, or a duration such as '500ms', '15 minutes'
  *       - { limit: 5, period: 3 }
  * ```
  * The result is what `createLimiter({ rules })` takes; rule values are checked there.
@@ -40,9 +56,7 @@ export function loadRules(source: string | URL): RulesOptions {
   const rules: Record<string, RuleOptions> = Object.create(null)
   document.limits.forEach((item: unknown, index: number) => {
     const where = `${origin}: limits[${index}]`
-    if (!isPlainObject(item)) throw new TollgateConfigError(`${where} must be an object, got ${describeValue(item)}`)
-    rejectUnknownKeys(item, ITEM_KEYS, where)
-    const { name, config, algorithm, parent, onStoreError } = item
+    const { name, config, algorithm, parent, onStoreError, dryRun } = checkOptionsObject(item, LIMIT_KEYS, where)
     if (typeof name !== 'string' || name.length === 0) {
       throw new TollgateConfigError(`${where}: name must be a non-empty string, got ${describeValue(name)}`)
     }
@@ -54,16 +68,16 @@ export function loadRules(source: string | URL): RulesOptions {
     }
     const windows = config.map((window: unknown, w: number) => {
       const at = `${where} ('${name}'), config[${w}]`
-      if (!isPlainObject(window))
-        throw new TollgateConfigError(`${at} must be { limit, period }, got ${describeValue(window)}`)
-      rejectUnknownKeys(window, WINDOW_KEYS, at)
-      return { limit: window.limit as number, period: secondsToPeriod(window.period, at) }
+      const { limit, period } = checkOptionsObject(window, WINDOW_KEYS, at, { shape: '{ limit, period }' })
+      return { limit: limit as number, period: secondsToPeriod(period, at) }
     })
+    // Values are checked by createLimiter, which names the rule and window.
     rules[name] = {
       windows,
       ...(algorithm === undefined ? {} : { algorithm: algorithm as RuleOptions['algorithm'] }),
       ...(parent === undefined ? {} : { parent: parent as string }),
       ...(onStoreError === undefined ? {} : { onStoreError: onStoreError as RuleOptions['onStoreError'] }),
+      ...(dryRun === undefined ? {} : { dryRun: dryRun as boolean }),
     }
   })
   return rules
@@ -109,9 +123,15 @@ function readRulesFile(path: string): { text: string; origin: string } {
   }
 }
 
-/** Numbers here are seconds (the file format's unit); strings keep their own unit. */
-function secondsToPeriod(period: unknown, where: string): number | string {
-  if (typeof period === 'string') return period
-  if (typeof period === 'number' && Number.isFinite(period) && period > 0) return Math.round(period * 1000 * 1e6) / 1e6
+/**
+ * Numbers here are seconds (the file format's unit); strings keep their own unit. Seconds become
+ * a duration string, never a bare number, which in code would be milliseconds.
+ */
+function secondsToPeriod(period: unknown, where: string): Duration {
+  if (typeof period === 'string') return period as Duration
+  if (typeof period === 'number' && Number.isFinite(period) && period > 0) {
+    // Past what a plain decimal spells (1e21, 1e-7), milliseconds as a number, refused as such.
+    return /^\d+(\.\d+)?$/.test(String(period)) ? `${period}s` : period * 1000
+  }
   throw new TollgateConfigError(`${where}: period must be a positive number of seconds, got ${describeValue(period)}`)
 }

@@ -1,6 +1,7 @@
-import { parseDuration } from './duration.js'
+import { type Duration, parseDuration } from './duration.js'
 import { describeValue, TollgateConfigError } from './errors.js'
-import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-failure.js'
+import { checkOptionsObject, isPlainObject, optionKeys } from './option-objects.js'
+import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
 
 /**
  * - `sliding-log`: exact; every admitted unit is remembered until it leaves the longest window.
@@ -28,10 +29,13 @@ export interface WindowOptions {
    */
   limit: number
   /**
-   * The window's length: milliseconds as a number, or `'500ms'`, `'3s'`, `'1m'`, `'1h'`, `'1d'`.
+   * The window's length: milliseconds as a number, or a number and a unit, such as `'500ms'`,
+   * `'3s'`, `'1m'`, `'15 minutes'`, `'1h'`, `'1 day'` (see `Duration`). A number is milliseconds
+   * here but seconds in a rules file, so a number under 1000 warns (`TG_PERIOD_IN_MS`): write
+   * `'500ms'` to mean it.
    * @example '60s'
    */
-  period: number | string
+  period: Duration
 }
 
 export interface RuleOptions {
@@ -57,6 +61,17 @@ export interface RuleOptions {
    * @default the limiter's onStoreError
    */
   onStoreError?: StoreErrorPolicy
+  /**
+   * Shadow mode (Envoy's `shadow_mode`): this rule's decisions never refuse. One that would is
+   * allowed with reason `dry-run` and `retryAfterMs` 0, its windows still marking which one
+   * refused, and charges nothing. A decision's `dryRun` option overrides it; it overrides the
+   * limiter's `dryRun`. It covers the rule's decisions, parents' windows included; a rule that
+   * refuses must therefore not have a parent in dry run (a configuration error), since its
+   * decisions would enforce that parent's windows.
+   * @default the limiter's dryRun
+   * @example { windows: [{ limit: 100, period: '1m' }], dryRun: true }
+   */
+  dryRun?: boolean
 }
 
 export type RulesOptions = Readonly<Record<string, RuleOptions>>
@@ -72,6 +87,8 @@ export interface Rule {
   readonly windows: readonly Window[]
   readonly parent: string | undefined
   readonly onStoreError: StoreErrorPolicy | undefined
+  /** The rule's own `dryRun`; undefined: the limiter's. */
+  readonly dryRun: boolean | undefined
   /** This rule, then its parent, then the parent's parent: the order decisions report windows in. */
   readonly chain: readonly Rule[]
 }
@@ -85,10 +102,17 @@ export const MAX_RULE_NAME_LENGTH = 128
 
 export type WarningHandler = (message: string, code: string) => void
 
-const RULE_KEYS = new Set(['algorithm', 'windows', 'parent', 'onStoreError'])
-const WINDOW_KEYS = new Set(['limit', 'period'])
+const RULE_KEYS = optionKeys<RuleOptions>({
+  algorithm: true,
+  windows: true,
+  parent: true,
+  onStoreError: true,
+  dryRun: true,
+})
+const WINDOW_KEYS = optionKeys<WindowOptions>({ limit: true, period: true })
 
-export function resolveRules(options: unknown, warn: WarningHandler): ReadonlyMap<string, Rule> {
+/** `dryRun` is the limiter's, for rules that do not set their own. */
+export function resolveRules(options: unknown, warn: WarningHandler, dryRun: boolean): ReadonlyMap<string, Rule> {
   if (!isPlainObject(options)) {
     throw new TollgateConfigError(
       `option rules must be an object mapping rule names to rules, got ${describeValue(options)}`,
@@ -98,7 +122,7 @@ export function resolveRules(options: unknown, warn: WarningHandler): ReadonlyMa
   if (names.length === 0) throw new TollgateConfigError('option rules must hold at least one rule')
 
   const drafts = new Map<string, Omit<Rule, 'chain'>>()
-  for (const name of names) drafts.set(name, resolveRule(name, options[name]))
+  for (const name of names) drafts.set(name, resolveRule(name, options[name], warn))
 
   const rules = new Map<string, Rule>()
   for (const draft of drafts.values()) {
@@ -113,12 +137,27 @@ export function resolveRules(options: unknown, warn: WarningHandler): ReadonlyMa
   for (const rule of rules.values()) {
     const chain = lineageOf(rule, drafts).map((name) => rules.get(name) as Rule)
     ;(rule as { chain: readonly Rule[] }).chain = chain
+    rejectEnforcedChildOfDryRun(rule, dryRun)
     warnOnWindowsThatNeverBind(rule, warn)
   }
   return rules
 }
 
-function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
+/**
+ * A decision checks and charges its rule's windows and its parents' as one; in dry run or not,
+ * it is all of them. A rule that refuses, under a parent in dry run, would refuse by that
+ * parent's windows, which the parent's own decisions never do.
+ */
+function rejectEnforcedChildOfDryRun(rule: Rule, limiterDryRun: boolean): void {
+  if (rule.dryRun ?? limiterDryRun) return
+  const shadowed = rule.chain.find((link) => link.dryRun ?? limiterDryRun)
+  if (shadowed === undefined) return
+  throw new TollgateConfigError(
+    `rule ${q(rule.name)} refuses, but its parent ${q(shadowed.name)} is in dry run: a decision of ${q(rule.name)} checks ${q(shadowed.name)}'s windows too and would refuse by them; set dryRun on ${q(rule.name)} as well, or take ${q(shadowed.name)} out of dry run`,
+  )
+}
+
+function resolveRule(name: string, raw: unknown, warn: WarningHandler): Omit<Rule, 'chain'> {
   if (name.length === 0) throw new TollgateConfigError('a rule name must not be empty')
   if (name.length > MAX_RULE_NAME_LENGTH) {
     throw new TollgateConfigError(
@@ -126,23 +165,20 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
     )
   }
   const where = `rule ${q(name)}`
-  if (!isPlainObject(raw)) {
-    throw new TollgateConfigError(`${where} must be an object with windows, got ${describeValue(raw)}`)
-  }
-  rejectUnknownKeys(raw, RULE_KEYS, where)
+  const options = checkOptionsObject(raw, RULE_KEYS, where, { shape: 'with windows' })
 
-  const algorithm = raw.algorithm ?? 'sliding-log'
+  const algorithm = options.algorithm ?? 'sliding-log'
   if (!ALGORITHMS.includes(algorithm as AlgorithmName)) {
     throw new TollgateConfigError(
       `${where}: unknown algorithm ${describeValue(algorithm)}; use one of ${ALGORITHMS.map(q).join(', ')}`,
     )
   }
-  const parent = raw.parent
+  const parent = options.parent
   if (parent !== undefined && (typeof parent !== 'string' || parent.length === 0)) {
     throw new TollgateConfigError(`${where}: parent must be a rule name, got ${describeValue(parent)}`)
   }
 
-  const windowsRaw = raw.windows
+  const windowsRaw = options.windows
   if (!Array.isArray(windowsRaw) || windowsRaw.length === 0) {
     throw new TollgateConfigError(`${where}: windows must be a non-empty array, got ${describeValue(windowsRaw)}`)
   }
@@ -151,7 +187,7 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
       `${where}: ${windowsRaw.length} windows is more than the maximum of ${MAX_WINDOWS_PER_RULE}`,
     )
   }
-  const windows = windowsRaw.map((window, index) => resolveWindow(window, `${where}, window ${index}`))
+  const windows = windowsRaw.map((window, index) => resolveWindow(window, `${where}, window ${index}`, warn))
   const seen = new Map<number, number>()
   windows.forEach((window, index) => {
     const earlier = seen.get(window.periodMs)
@@ -163,18 +199,18 @@ function resolveRule(name: string, raw: unknown): Omit<Rule, 'chain'> {
     seen.set(window.periodMs, index)
   })
   const onStoreError =
-    raw.onStoreError === undefined
+    options.onStoreError === undefined
       ? undefined
-      : storeErrorPolicyOf(raw.onStoreError, TollgateConfigError, `${where}: onStoreError`)
-  return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError }
+      : storeErrorPolicyOf(options.onStoreError, TollgateConfigError, `${where}: onStoreError`)
+  const { dryRun } = options
+  if (dryRun !== undefined && typeof dryRun !== 'boolean') {
+    throw new TollgateConfigError(`${where}: dryRun must be a boolean, got ${describeValue(dryRun)}`)
+  }
+  return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError, dryRun }
 }
 
-function resolveWindow(raw: unknown, where: string): Window {
-  if (!isPlainObject(raw)) {
-    throw new TollgateConfigError(`${where} must be an object { limit, period }, got ${describeValue(raw)}`)
-  }
-  rejectUnknownKeys(raw, WINDOW_KEYS, where)
-  const { limit, period } = raw
+function resolveWindow(raw: unknown, where: string, warn: WarningHandler): Window {
+  const { limit, period } = checkOptionsObject(raw, WINDOW_KEYS, where, { shape: '{ limit, period }' })
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
     throw new TollgateConfigError(`${where}: limit must be a positive integer, got ${describeValue(limit)}`)
   }
@@ -182,6 +218,12 @@ function resolveWindow(raw: unknown, where: string): Window {
   // products exact or, for the largest buckets, within a stated resolution (see bucket.ts).
   const periodMs = parseDuration(period)
   if (typeof periodMs === 'string') throw new TollgateConfigError(`${where}: period ${periodMs}`)
+  if (typeof period === 'number' && periodMs < 1_000) {
+    warn(
+      `${where}: period ${period} is ${period} milliseconds (in code a number is milliseconds; in a rules file, seconds); write '${period}ms' to mean it, or '${period}s' for seconds`,
+      'TG_PERIOD_IN_MS',
+    )
+  }
   return { limit, periodMs }
 }
 
@@ -253,22 +295,6 @@ function warnOnWindowsThatNeverBind(rule: Rule, warn: WarningHandler): void {
       )
     }
   }
-}
-
-export function rejectUnknownKeys(raw: Record<string, unknown>, known: ReadonlySet<string>, where: string): void {
-  for (const key of Object.keys(raw)) {
-    if (!known.has(key)) {
-      throw new TollgateConfigError(
-        `${where}: unknown option ${q(key)}; known options are ${[...known].map(q).join(', ')}`,
-      )
-    }
-  }
-}
-
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
-  const proto = Object.getPrototypeOf(value)
-  return proto === Object.prototype || proto === null
 }
 
 export function gcd(a: number, b: number): number {

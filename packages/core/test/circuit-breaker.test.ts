@@ -1,8 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { type BreakerChange, CircuitBreaker } from '../src/circuit-breaker.js'
+import { type BreakerChange, breakerSettingsOf, CircuitBreaker } from '../src/circuit-breaker.js'
 import {
   createLimiter,
   MemoryStore,
+  type RulesOptions,
   type Store,
   type StoreRequest,
   TollgateConfigError,
@@ -14,7 +15,7 @@ describe('CircuitBreaker', () => {
   let changes: BreakerChange[]
   const make = (options = {}) =>
     new CircuitBreaker(
-      options,
+      breakerSettingsOf(options),
       (change) => changes.push(change),
       () => now,
     )
@@ -125,9 +126,9 @@ describe('a limiter whose store fails', () => {
     vi.useRealTimers()
   })
   const rules = {
-    login: { windows: [{ limit: 2, period: '1m' }], onStoreError: 'deny' as const },
+    login: { windows: [{ limit: 2, period: '1m' }], onStoreError: 'deny' },
     api: { windows: [{ limit: 2, period: '1m' }] },
-  }
+  } satisfies RulesOptions
 
   it('stops calling the store once the breaker opens, probes, and recovers when the store answers', async () => {
     const store = new SwitchableStore()

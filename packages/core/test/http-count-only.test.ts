@@ -8,7 +8,7 @@ interface Req {
   user?: string
 }
 
-const TWO_PER_MINUTE = { api: { windows: [{ limit: 2, period: '1m' }] } }
+const TWO_PER_MINUTE = { api: { windows: [{ limit: 2, period: '1m' }] } } as const
 
 /** An engine on a limiter of its own, and a request through it whose response the test ends. */
 function countingOnly(countOnly: 'failures' | 'successes' | ((outcome: ResponseOutcome<Req>) => unknown)) {

@@ -1,12 +1,13 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Decision } from '../src/decision.js'
+import type { Duration } from '../src/duration.js'
 import { TollgateConfigError, TollgateError } from '../src/errors.js'
 import { byIpAndUser } from '../src/http/by-ip-and-user.js'
 import { HEADERS_FORMATS } from '../src/http/headers.js'
 import { createRateLimit, createRouteRateLimit, type RateLimit, type RequestView } from '../src/http/rate-limit.js'
 import type { ClientView, RateLimitOptions } from '../src/http/rate-limit-options.js'
 import { createLimiter, type Limiter } from '../src/limiter.js'
-import type { RulesOptions } from '../src/rules.js'
+import type { RulesOptions, WindowOptions } from '../src/rules.js'
 import { MemoryStore } from '../src/stores/memory-store.js'
 import type { Store } from '../src/stores/store.js'
 
@@ -63,7 +64,7 @@ function expectConfigError(build: () => unknown, ...shown: string[]): void {
 const ONE_PER_MINUTE = [{ limit: 1, period: '1m' }] as const
 
 describe('createRateLimit: options are checked at construction', () => {
-  const windows = [{ limit: 10, period: '1m' }]
+  const windows: WindowOptions[] = [{ limit: 10, period: '1m' }]
 
   it.each<[string, Record<string, unknown>, string[]]>([
     ['an unknown key', { windows, limt: 5 }, ["unknown option 'limt'"]],
@@ -543,7 +544,10 @@ describe('createRateLimit: inline windows', () => {
   })
 
   it('names inline windows too long to spell out by their algorithm and a digest, the same each time', () => {
-    const windows = Array.from({ length: 8 }, (_, i) => ({ limit: 1_000_000_000 + i, period: `${i + 1}s` }))
+    const windows = Array.from(
+      { length: 8 },
+      (_, i): WindowOptions => ({ limit: 1_000_000_000 + i, period: `${i + 1}s` }),
+    )
     const name = rateLimit({ windows, algorithm: 'token-bucket' }).rule
     expect(name).toMatch(/^inline:token-bucket:#[A-Za-z0-9_-]{27}$/)
     expect(rateLimit({ windows, algorithm: 'token-bucket' }).rule).toBe(name)
@@ -554,7 +558,10 @@ describe('createRateLimit: inline windows', () => {
       () => createRateLimit({ windows: [{ limit: 0, period: '1m' }] }),
       "rule 'inline', window 0: limit",
     )
-    expectConfigError(() => createRateLimit({ windows: [{ limit: 1, period: 'soon' }] }), "rule 'inline', window 0")
+    expectConfigError(
+      () => createRateLimit({ windows: [{ limit: 1, period: 'soon' as Duration }] }),
+      "rule 'inline', window 0",
+    )
   })
 })
 
@@ -581,7 +588,7 @@ describe('createRateLimit: the window a policy advertises', () => {
   it.each(['sliding-log', 'fixed-window', 'token-bucket', 'gcra'] as const)(
     '%s: a client sending q requests every w seconds is never refused, for windows of odd lengths',
     async (algorithm) => {
-      for (const period of ['1500ms', '2500ms', '700ms']) {
+      for (const period of ['1500ms', '2500ms', '700ms'] as const) {
         let now = T
         const store = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
         const limit = rateLimit({ store, windows: [{ limit: 5, period }], algorithm })

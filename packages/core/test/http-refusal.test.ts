@@ -9,7 +9,7 @@ interface Req {
   accept?: string
 }
 
-const ONE_PER_MINUTE = [{ limit: 1, period: '1m' }]
+const ONE_PER_MINUTE = [{ limit: 1, period: '1m' }] as const
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
 
 /** The second request's verdict, on a rule of one per minute refused by `refusal`. */

@@ -10,7 +10,7 @@ interface Req {
 const plans = {
   'api.free': { windows: [{ limit: 1, period: '1m' }] },
   'api.pro': { windows: [{ limit: 3, period: '1m' }] },
-}
+} as const
 
 const byPlan = (req: Req) => (req.plan === 'pro' ? 'api.pro' : 'api.free')
 

@@ -192,7 +192,7 @@ describe('options', () => {
       'option sweepIntervalMs must be an integer from 0 to 2147483647, got 1.5',
     ],
     ["clock 'x'", { clock: 'x' }, 'option clock must be a function, got "x"'],
-    ['an unknown key', { maxkeys: 10 }, "MemoryStore: unknown option 'maxkeys'"],
+    ['an unknown key', { maxkeys: 10 }, "MemoryStore options: unknown option 'maxkeys'"],
   ])('%s is refused with a TollgateConfigError naming the value', (_, options, message) => {
     let thrown: unknown
     try {

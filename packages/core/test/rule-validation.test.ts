@@ -2,7 +2,10 @@ import { describe, expect, it, vi } from 'vitest'
 import {
   ALGORITHMS,
   createLimiter,
+  createRateLimit,
+  type Limiter,
   type LimiterOptions,
+  loadRules,
   MAX_CHAIN_LENGTH,
   MAX_IDENTIFIERS,
   MAX_WINDOWS_PER_RULE,
@@ -76,7 +79,8 @@ function countingStore() {
 
 function limiterOverCountingStore() {
   const { store, calls } = countingStore()
-  const limiter = createLimiter({ store, rules: { api: seed } })
+  // Any rule name, as from a variable: these tests ask for names the limiter does not hold.
+  const limiter: Limiter = createLimiter({ store, rules: { api: seed } })
   return { limiter, calls }
 }
 
@@ -273,7 +277,7 @@ describe('rules', () => {
 describe('unknown option keys', () => {
   it('are refused at the top level', () => {
     const message = constructionError({ rules: { api: seed }, stroe: {} }).message
-    expect(message).toContain("createLimiter: unknown option 'stroe'")
+    expect(message).toContain("createLimiter options: unknown option 'stroe'")
     expect(message).toContain("'store'")
   })
 
@@ -398,7 +402,40 @@ describe('warnings', () => {
   })
 
   it('does not warn about a rule with one window', () => {
-    expect(warningsFor({ api: { windows: [{ limit: 1, period: 1 }] } })).toEqual([])
+    expect(warningsFor({ api: { windows: [{ limit: 1, period: '1ms' }] } })).toEqual([])
+  })
+
+  // Regression: `period: 60` in code is 60 ms (in a rules file, 60 s), and nothing said so.
+  it.each([1, 60, 500, 999])('warns about a period of %d given as a bare number, under a second', (period) => {
+    const warnings = warningsFor({ api: { windows: [{ limit: 5, period }] } })
+    expect(warnings).toEqual([
+      {
+        code: 'TG_PERIOD_IN_MS',
+        message: `rule 'api', window 0: period ${period} is ${period} milliseconds (in code a number is milliseconds; in a rules file, seconds); write '${period}ms' to mean it, or '${period}s' for seconds`,
+      },
+    ])
+  })
+
+  it.each<[string, WindowOptions['period']]>([
+    ['a second as a number', 1_000],
+    ['a minute as a number', 60_000],
+    ["'60ms'", '60ms'],
+    ["'500 milliseconds'", '500 milliseconds'],
+  ])('does not warn about a period of %s', (_, period) => {
+    expect(warningsFor({ api: { windows: [{ limit: 5, period }] } })).toEqual([])
+  })
+
+  it('does not warn about sub-second periods read from a rules file, whose numbers are seconds', () => {
+    const rules = loadRules(
+      'limits:\n  - name: api\n    config: [{ limit: 5, period: 0.5 }, { limit: 8, period: 0.999 }]\n',
+    )
+    expect(warningsFor(rules)).toEqual([])
+  })
+
+  it('warns about a bare-number period of inline windows in the HTTP engine', () => {
+    const warnings: string[] = []
+    createRateLimit({ windows: [{ limit: 5, period: 60 }], onWarning: (_, code) => warnings.push(code) })
+    expect(warnings).toEqual(['TG_PERIOD_IN_MS'])
   })
 
   it('sends warnings to process.emitWarning by default', async () => {
@@ -534,7 +571,7 @@ describe('decision arguments are refused before any I/O', () => {
     const { limiter, calls } = limiterOverCountingStore()
     const error = await rejection(limiter.consume('api', 'a', { costs: 1 } as never))
     expect(error).toBeInstanceOf(TollgateArgumentError)
-    expect(error.message).toContain("unknown decision option 'costs'")
+    expect(error.message).toContain("decision options: unknown option 'costs'; known options are 'cost', 'dryRun'")
     expect(calls.evaluate).toBe(0)
   })
 
@@ -549,7 +586,7 @@ describe('decision arguments are refused before any I/O', () => {
 
 describe('reset options are refused before any I/O', () => {
   it.each([
-    ['an unknown key', { parent: true }, "unknown reset option 'parent'; known: 'parents'"],
+    ['an unknown key', { parent: true }, "reset options: unknown option 'parent'; known options are 'parents'"],
     ['parents 1', { parents: 1 }, 'reset option parents must be a boolean, got 1'],
     ["parents 'yes'", { parents: 'yes' }, 'reset option parents must be a boolean, got "yes"'],
     ['options true', true, 'reset options must be an object { parents }, got true'],

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
-import { createLimiter, type Limiter, type LimiterOptions } from '../src/limiter.js'
+import { createLimiter, type Limiter } from '../src/limiter.js'
+import type { LimiterOptions } from '../src/limiter-config.js'
 import type { RulesOptions } from '../src/rules.js'
 import { MemoryStore } from '../src/stores/memory-store.js'
 import type { Store, StoreRequest, StoreResult } from '../src/stores/store.js'
@@ -188,6 +189,20 @@ describe('a store that rejects', () => {
     })
     await expect(limiter.consume('api', IP)).rejects.toBe(mistake)
     await limiter.close()
+  })
+
+  // Regression: on an in-process store the listener's error escaped consume as a throw, not a rejection.
+  it("rejects, never throws, with the error of a 'store-error' listener on an in-process store", async () => {
+    const limiter = limiterOver(new MemoryStore({ clock: () => Number.NaN, sweepIntervalMs: 0 }))
+    const mistake = new Error('listener bug')
+    limiter.on('store-error', () => {
+      throw mistake
+    })
+    let outcome: Promise<unknown> | undefined
+    expect(() => {
+      outcome = limiter.consume('api', IP)
+    }).not.toThrow()
+    await expect(outcome).rejects.toBe(mistake)
   })
 
   it('decides through a store that answers through a receiver', async () => {

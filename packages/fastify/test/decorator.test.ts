@@ -1,7 +1,7 @@
 import { createLimiter, MemoryStore, type Store } from '@tollgate/core'
 import Fastify from 'fastify'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
-import { tollgate } from '../src/index.js'
+import { type RouteRateLimitOptions, tollgate } from '../src/index.js'
 import { appWith, fixedClockStore, NOW } from './app.js'
 
 describe('what the plugin adds to Fastify', () => {
@@ -47,7 +47,7 @@ describe('what the plugin adds to Fastify', () => {
   })
 
   it('fastify.tollgate.check with route options makes that engine once per options object', async () => {
-    const burst = { windows: [{ limit: 2, period: '1s' }], rule: 'burst' }
+    const burst: RouteRateLimitOptions = { windows: [{ limit: 2, period: '1s' }], rule: 'burst' }
     const app = await appWith({ windows: [{ limit: 100, period: '10s' }], global: false })
     app.get('/', async (request) => {
       const verdict = await app.tollgate.check(request, burst)

@@ -1,5 +1,6 @@
+import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
-import type { DecisionOptions, Limiter } from '../limiter.js'
+import type { Limiter } from '../limiter.js'
 import type { RateLimitOptions, ResponseOutcome } from './rate-limit-options.js'
 
 /**

@@ -1,7 +1,7 @@
 import type { Decision } from '../decision.js'
 import type { Limiter } from '../limiter.js'
 import type { AlgorithmName, RulesOptions, WarningHandler, WindowOptions } from '../rules.js'
-import type { StoreErrorPolicy } from '../store-failure.js'
+import type { StoreErrorPolicy } from '../store-error-policy.js'
 import type { Store } from '../stores/store.js'
 import type { HeadersFormat, QuotaUnit } from './headers.js'
 import type { ProblemDetails } from './problem.js'
@@ -159,7 +159,7 @@ export interface RateLimitOptions<Req> {
    * @example () => ({ status: 429, contentType: 'text/html', body: '<p>Too many requests. Try again soon.</p>' })
    */
   refusal?: (decision: Decision, request: Req, standard: StandardRefusal) => MaybePromise<RefusalResponse>
-  /** Count and report, never refuse. @default false */
+  /** Count and report, never refuse; `false` enforces a rule in dry run. @default the rule's dryRun, else the limiter's (false) */
   dryRun?: boolean
   /** Fail open (`'allow'`) or closed (`'deny'`, answered 503) when the store fails. @default the limiter's, 'allow' */
   onStoreError?: StoreErrorPolicy

@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto'
 import type { Decision } from '../decision.js'
+import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
-import { createLimiter, type DecisionOptions, type Limiter } from '../limiter.js'
-import { isPlainObject, rejectUnknownKeys, type WarningHandler } from '../rules.js'
-import { storeErrorPolicyOf, storeTimeoutOf } from '../store-failure.js'
+import { createLimiter, type Limiter } from '../limiter.js'
+import { isPlainObject, rejectUnknownKeys } from '../option-objects.js'
+import type { WarningHandler } from '../rules.js'
+import { storeErrorPolicyOf } from '../store-error-policy.js'
+import { storeTimeoutOf } from '../store-wait.js'
 import type { Store } from '../stores/store.js'
 import { type AddressFallback, clientAddressIdentifier } from './client-address.js'
 import { chargeSettler, countOnlyOf, type ObservedResponse } from './count-only.js'
@@ -112,15 +115,16 @@ export function createRateLimit<Req>(
     )
   }
   const headerOptions = headerOptionsOf(options)
-  const dryRun = options.dryRun ?? false
-  if (typeof dryRun !== 'boolean')
+  // Given only when set, so that a rule's or the limiter's own dryRun applies otherwise.
+  const { dryRun } = options
+  if (dryRun !== undefined && typeof dryRun !== 'boolean')
     throw new TollgateConfigError(`option dryRun must be a boolean, got ${describeValue(dryRun)}`)
   const storeTimeout =
     options.storeTimeoutMs === undefined
       ? {}
       : { storeTimeoutMs: storeTimeoutOf(options.storeTimeoutMs, TollgateConfigError, 'option storeTimeoutMs') }
   const decisionDefaults: DecisionOptions = {
-    dryRun,
+    ...(dryRun === undefined ? {} : { dryRun }),
     ...(options.onStoreError === undefined
       ? {}
       : { onStoreError: storeErrorPolicyOf(options.onStoreError, TollgateConfigError, 'option onStoreError') }),

@@ -1,7 +1,7 @@
 import { type Clock, systemClock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
-import { isPlainObject, rejectUnknownKeys } from '../rules.js'
+import { checkOptionsObject, optionKeys } from '../option-objects.js'
 import { evaluateLocally, type StateTable } from './evaluate-locally.js'
 import { EvictionRing, type RingEntry } from './eviction-ring.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
@@ -59,7 +59,7 @@ class Entry implements RingEntry<Entry> {
   }
 }
 
-const OPTION_KEYS = new Set(['clock', 'maxKeys', 'sweepIntervalMs'])
+const OPTION_KEYS = optionKeys<MemoryStoreOptions>({ clock: true, maxKeys: true, sweepIntervalMs: true })
 
 /** The most states the timer's sweep looks at before it lets the event loop run again. */
 export const SWEEP_SLICE = 10_000
@@ -125,27 +125,31 @@ export class MemoryStore implements Store {
   }
 
   constructor(options: MemoryStoreOptions = {}) {
-    const raw: unknown = options
-    if (!isPlainObject(raw)) {
-      throw new TollgateConfigError(`MemoryStore options must be an object, got ${describeValue(raw)}`)
-    }
-    rejectUnknownKeys(raw, OPTION_KEYS, 'MemoryStore')
-    const { clock = systemClock, maxKeys = 1_000_000, sweepIntervalMs = 60_000 } = options
+    const {
+      clock = systemClock,
+      maxKeys = 1_000_000,
+      sweepIntervalMs = 60_000,
+    } = checkOptionsObject(options, OPTION_KEYS, 'MemoryStore options')
     if (typeof clock !== 'function') {
       throw new TollgateConfigError(`MemoryStore option clock must be a function, got ${describeValue(clock)}`)
     }
-    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+    if (typeof maxKeys !== 'number' || !Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       throw new TollgateConfigError(
         `MemoryStore option maxKeys must be a positive integer, got ${describeValue(maxKeys)}`,
       )
     }
     // setInterval holds at most a signed 32-bit delay; past it Node silently uses 1 ms.
-    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0 || sweepIntervalMs > 2 ** 31 - 1) {
+    if (
+      typeof sweepIntervalMs !== 'number' ||
+      !Number.isSafeInteger(sweepIntervalMs) ||
+      sweepIntervalMs < 0 ||
+      sweepIntervalMs > 2 ** 31 - 1
+    ) {
       throw new TollgateConfigError(
         `MemoryStore option sweepIntervalMs must be an integer from 0 to 2147483647, got ${describeValue(sweepIntervalMs)}`,
       )
     }
-    this.clock = clock
+    this.clock = clock as Clock
     this.maxKeys = maxKeys
     if (sweepIntervalMs > 0) {
       this.timer = setInterval(() => this.startSweeping(), sweepIntervalMs)

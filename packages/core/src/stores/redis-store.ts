@@ -2,8 +2,8 @@ import calculateSlot from 'cluster-key-slot'
 import { type Clock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
+import { checkOptionsObject, optionKeys } from '../option-objects.js'
 import type { AlgorithmName, Window } from '../rules.js'
-import { isPlainObject, rejectUnknownKeys } from '../rules.js'
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
@@ -63,7 +63,7 @@ const ALGORITHM_CODE: Readonly<Record<AlgorithmName, string>> = {
   gcra: 'tb',
 }
 
-const OPTION_KEYS = new Set(['client', 'prefix', 'clock'])
+const OPTION_KEYS = optionKeys<RedisStoreOptions>({ client: true, prefix: true, clock: true })
 
 /**
  * Redis error codes that say the server refuses everyone right now, whichever keys are asked
@@ -140,11 +140,7 @@ export class RedisStore implements Store {
   private closed = false
 
   constructor(options: RedisStoreOptions) {
-    const raw: unknown = options
-    if (!isPlainObject(raw)) {
-      throw new TollgateConfigError(`RedisStore options must be an object { client }, got ${describeValue(raw)}`)
-    }
-    rejectUnknownKeys(raw, OPTION_KEYS, 'RedisStore')
+    checkOptionsObject(options, OPTION_KEYS, 'RedisStore options', { shape: '{ client }' })
     const { client, prefix = 'tg:', clock } = options
     if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function') {
       throw new TollgateConfigError(

@@ -1,28 +1,4 @@
-import type { Decision } from './decision.js'
 import { describeValue, TollgateError } from './errors.js'
-
-/**
- * What a decision answers when the store fails or does not answer within its bound:
- * `'allow'` lets the request through (fail open), `'deny'` refuses it (fail closed), `'local'`
- * decides on an in-process store with the same rules until the store is back (each process then
- * counts on its own, so N processes admit up to N times the limit meanwhile).
- */
-export type StoreErrorPolicy = 'allow' | 'deny' | 'local'
-
-export const STORE_ERROR_POLICIES: readonly StoreErrorPolicy[] = ['allow', 'deny', 'local']
-
-export function storeErrorPolicyOf(
-  value: unknown,
-  Failure: new (message: string) => Error,
-  what: string,
-): StoreErrorPolicy {
-  if (!STORE_ERROR_POLICIES.includes(value as StoreErrorPolicy)) {
-    throw new Failure(
-      `${what} must be ${STORE_ERROR_POLICIES.map((p) => `'${p}'`).join(' or ')}, got ${describeValue(value)}`,
-    )
-  }
-  return value as StoreErrorPolicy
-}
 
 /** Past about a minute a "bounded" wait bounds nothing. */
 export function storeTimeoutOf(value: unknown, Failure: new (message: string) => Error, what: string): number {
@@ -31,58 +7,6 @@ export function storeTimeoutOf(value: unknown, Failure: new (message: string) =>
   }
   return value
 }
-
-/**
- * Any store failure as a Tollgate error with code TG_STORE, the original kept as `cause`. When
- * the store's connection recently reported an error that the failure does not already name (a
- * timeout says only that the store was silent), the message adds what the store last said, and
- * a failure with no cause of its own takes it as `cause`.
- */
-export function asStoreError(cause: unknown, lastSaid?: Error): TollgateError {
-  const error =
-    cause instanceof TollgateError && cause.code === 'TG_STORE'
-      ? cause
-      : new TollgateError('TG_STORE', `the store failed: ${messageOf(cause)}`, {
-          cause,
-          storeDown: cause instanceof TollgateError ? cause.storeDown : undefined,
-        })
-  if (lastSaid === undefined || lastSaid === error.cause || error.message.includes(lastSaid.message)) return error
-  return new TollgateError('TG_STORE', `${error.message}; the store last said: ${lastSaid.message}`, {
-    cause: error.cause ?? lastSaid,
-    storeDown: error.storeDown,
-  })
-}
-
-/**
- * Whether a failure counts toward the circuit breaker: whatever may say the store itself is
- * failing (a timeout, a lost connection, a refused call, an error from a custom store), but not
- * a failure its store marked as one decision's own (`storeDown: false`), such as a key of the
- * wrong type: the store answered, and other decisions may go on using it.
- */
-export function isStoreDown(error: unknown): boolean {
-  return !(error instanceof TollgateError && error.storeDown === false)
-}
-
-function messageOf(cause: unknown): string {
-  return (cause as Error)?.message ?? String(cause)
-}
-
-/**
- * Calls the store and bounds the wait. A custom store that throws instead of rejecting is
- * treated the same; callers turn every failure into TG_STORE.
- */
-export function callStore<T>(call: () => Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
-  let work: Promise<T>
-  try {
-    work = call()
-  } catch (error) {
-    return Promise.reject(asStoreError(error))
-  }
-  return withTimeout(work, timeoutMs, onLateAnswer)
-}
-
-/** How long a refused-for-failure client is asked to wait: about the time a store takes to come back from a blip. */
-const RETRY_AFTER_STORE_ERROR_MS = 1_000
 
 /** Whatever waits on a `StoreWait`: exactly one of `answered` and `failed` is called, once. */
 export interface WaitHandler<T> {
@@ -192,31 +116,5 @@ export class StoreWait<T> {
     if (this.state !== 'waiting') return
     this.state = 'expired'
     this.handler.failed(new TollgateError('TG_STORE', `the store did not answer within ${this.timeoutMs} ms`))
-  }
-}
-
-/** Settles with `work`, or rejects after `timeoutMs`; see StoreWait. */
-export function withTimeout<T>(work: Promise<T>, timeoutMs: number, onLateAnswer?: (value: T) => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const wait = new StoreWait<T>(timeoutMs, { answered: resolve, failed: reject, late: onLateAnswer })
-    work.then(
-      (value) => wait.answer(value),
-      (error: unknown) => wait.fail(error),
-    )
-  })
-}
-
-export function storeFailureDecision(rule: string, cost: number, policy: 'allow' | 'deny', cause: unknown): Decision {
-  const error = asStoreError(cause)
-  const allowed = policy === 'allow'
-  return {
-    allowed,
-    reason: allowed ? 'store-error-allowed' : 'store-error-denied',
-    rule,
-    cost,
-    retryAfterMs: allowed ? 0 : RETRY_AFTER_STORE_ERROR_MS,
-    nowMs: Date.now(),
-    windows: [],
-    error,
   }
 }

@@ -1,0 +1,138 @@
+import type { Decision, WindowState } from './decision.js'
+import type { CallSettings } from './decision-options.js'
+import { describeValue, TollgateArgumentError, TollgateError } from './errors.js'
+import { validateIdentifier } from './keys.js'
+import type { Rule } from './rules.js'
+import type { StoreErrorPolicy } from './store-error-policy.js'
+import type { StoreOperation, StoreRequest, StoreResult, StoreTarget } from './stores/store.js'
+
+/** Identifiers or windows beyond these make one decision unreasonably large; they are refused. */
+export const MAX_IDENTIFIERS = 8
+
+/** One call's decision, resolved before any I/O. */
+export interface DecisionPlan {
+  readonly rule: Rule
+  readonly request: StoreRequest
+  readonly cost: number
+  /** Whether a refusal is answered as allowed, reason `dry-run`: the call's, else the rule's, else the limiter's. */
+  readonly dryRun: boolean
+  readonly policy: StoreErrorPolicy
+  readonly storeTimeoutMs: number
+}
+
+/** The limiter's own settings a plan falls back on. */
+export interface PlanDefaults {
+  readonly onStoreError: StoreErrorPolicy
+  readonly dryRun: boolean
+}
+
+export function planOf(
+  operation: StoreOperation,
+  rule: Rule,
+  identifiers: readonly string[],
+  call: CallSettings,
+  limiter: PlanDefaults,
+): DecisionPlan {
+  const { cost } = call
+  return {
+    rule,
+    request: { operation, targets: targetsOf(rule.chain, identifiers), cost },
+    cost,
+    dryRun: call.dryRun ?? rule.dryRun ?? limiter.dryRun,
+    policy: call.onStoreError ?? rule.onStoreError ?? limiter.onStoreError,
+    storeTimeoutMs: call.storeTimeoutMs,
+  }
+}
+
+export function ruleOf(rules: ReadonlyMap<string, Rule>, name: string): Rule {
+  const rule = rules.get(name)
+  if (!rule) {
+    throw new TollgateError(
+      'TG_UNKNOWN_RULE',
+      `unknown rule ${describeValue(name)}; the limiter holds ${[...rules.keys()].map((n) => `'${n}'`).join(', ')}`,
+    )
+  }
+  return rule
+}
+
+export function identifiersOf(identifiers: unknown): readonly string[] {
+  const list = typeof identifiers === 'string' ? [identifiers] : identifiers
+  if (!Array.isArray(list) || list.length === 0) {
+    throw new TollgateArgumentError(
+      `identifiers must be a non-empty string or array of strings, got ${describeValue(identifiers)}`,
+    )
+  }
+  if (list.length > MAX_IDENTIFIERS) {
+    throw new TollgateArgumentError(`a decision takes at most ${MAX_IDENTIFIERS} identifiers, got ${list.length}`)
+  }
+  for (let i = 0; i < list.length; i++) {
+    validateIdentifier(list[i])
+    if (list.indexOf(list[i]) !== i) {
+      throw new TollgateArgumentError(`identifier ${describeValue(list[i])} is given twice; it would be charged twice`)
+    }
+  }
+  return list as readonly string[]
+}
+
+/** One target per rule and identifier, in rule order, then identifier order. */
+export function targetsOf(rules: readonly Rule[], identifiers: readonly string[]): StoreTarget[] {
+  const targets: StoreTarget[] = []
+  for (const link of rules) {
+    for (const identifier of identifiers) {
+      targets.push({ rule: link.name, algorithm: link.algorithm, windows: link.windows, identifier })
+    }
+  }
+  return targets
+}
+
+/**
+ * The decision a store's answer makes. Throws TG_STORE for an answer that does not fit the plan,
+ * which is then the store's failure.
+ */
+export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
+  const { allowed, nowMs } = result
+  const windows: WindowState[] = []
+  let retryAt = nowMs
+  let i = 0
+  for (const target of plan.request.targets) {
+    for (const window of target.windows) {
+      const answer = result.windows[i++]
+      if (!answer) throw new TollgateError('TG_STORE', 'the store answered fewer windows than the decision holds')
+      const failed = !allowed && answer.fitsAtMs > nowMs
+      if (failed) retryAt = Math.max(retryAt, answer.fitsAtMs)
+      windows.push({
+        rule: target.rule,
+        identifier: target.identifier,
+        limit: window.limit,
+        periodMs: window.periodMs,
+        remaining: answer.remaining,
+        resetAtMs: answer.resetAtMs,
+        failed,
+      })
+    }
+  }
+  const decision: Decision = {
+    allowed,
+    reason: allowed ? 'ok' : 'limited',
+    rule: plan.rule.name,
+    cost: plan.cost,
+    retryAfterMs: retryAt - nowMs,
+    nowMs,
+    windows,
+  }
+  if (plan.dryRun && !allowed && plan.request.operation !== 'refund') {
+    // Allowed, so nothing to wait for: a client told to retry later would hold back for nothing.
+    decision.allowed = true
+    decision.reason = 'dry-run'
+    decision.retryAfterMs = 0
+  }
+  return decision
+}
+
+/** The decision an in-process store makes while the shared store fails (policy `'local'`). */
+export function fallbackDecisionOf(plan: DecisionPlan, result: StoreResult, error: TollgateError): Decision {
+  const decision = decisionOf(plan, result)
+  if (decision.reason !== 'dry-run') decision.reason = 'local-fallback'
+  decision.error = error
+  return decision
+}

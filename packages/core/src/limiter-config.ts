@@ -1,0 +1,135 @@
+import { type BreakerSettings, breakerSettingsOf, type CircuitBreakerOptions } from './circuit-breaker.js'
+import type { CallSettings } from './decision-options.js'
+import type { PlanDefaults } from './decision-plan.js'
+import { describeValue, TollgateConfigError } from './errors.js'
+import { checkOptionsObject, optionKeys } from './option-objects.js'
+import { type Rule, type RulesOptions, resolveRules, type WarningHandler } from './rules.js'
+import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
+import { storeTimeoutOf } from './store-wait.js'
+import type { Store } from './stores/store.js'
+
+export interface LimiterOptions<Rules extends RulesOptions = RulesOptions> {
+  /**
+   * Where counts live. The limiter owns it: `limiter.close()` closes it.
+   * @default new MemoryStore()
+   */
+  store?: Store
+  /**
+   * Rules by name, or the result of `loadRules(…)`. Given as a literal, its names are the only
+   * ones `consume`, `peek`, `refund` and `reset` accept, to the compiler too.
+   * @example { 'auth.createToken': { windows: [{ limit: 20, period: '60s' }, { limit: 5, period: '3s' }] } }
+   */
+  rules: Rules
+  /**
+   * Receives warnings, each with a code: a window that can never bind (`TG_WINDOW_NEVER_BINDS`),
+   * a period under a second given as a number of milliseconds (`TG_PERIOD_IN_MS`), decisions
+   * failing open while the store fails and nothing listens to `store-error`
+   * (`TG_STORE_FAILING_OPEN`), and the store answering again after that (`TG_STORE_RECOVERED`).
+   * @default process.emitWarning
+   */
+  onWarning?: WarningHandler
+  /**
+   * What `consume` and `peek` answer when the store fails or does not answer within
+   * `storeTimeoutMs`: `'allow'` (fail open, reason `store-error-allowed`), `'deny'` (fail
+   * closed, reason `store-error-denied`) or `'local'` (decide on an in-process store with the
+   * same rules, reason `local-fallback`). Never an exception to the caller. Overridable per rule
+   * and per call. Under `'allow'`, unless something listens to the limiter's `store-error`
+   * events, the first decision to fail open warns (`TG_STORE_FAILING_OPEN`), and so does the
+   * store's next answer (`TG_STORE_RECOVERED`).
+   * @default 'allow'
+   */
+  onStoreError?: StoreErrorPolicy
+  /**
+   * The most milliseconds one decision waits for the store, whatever the client's own
+   * timeouts and retries. Overridable per call.
+   * @default 100
+   */
+  storeTimeoutMs?: number
+  /**
+   * After `failureThreshold` consecutive store failures, decisions stop waiting for the store
+   * and take the failure policy at once; every `probeAfterMs` one decision probes the store, and
+   * its answer closes the breaker again. State changes are emitted as `breaker` events. A
+   * failure of one decision alone (`error.storeDown === false`, such as a key of the wrong type)
+   * takes its policy but neither counts toward the breaker nor resets its count.
+   * @default { failureThreshold: 3, probeAfterMs: 500 }
+   */
+  breaker?: CircuitBreakerOptions
+  /**
+   * Shadow mode for every rule (Envoy's `shadow_mode`): decisions never refuse; one that would
+   * is allowed with reason `dry-run` and `retryAfterMs` 0, its windows still marking which one
+   * refused, and charges nothing. A rule's `dryRun` overrides it, and a call's `dryRun`
+   * overrides both.
+   * @default false
+   * @example createLimiter({ rules, dryRun: true })
+   */
+  dryRun?: boolean
+}
+
+/** The limiter's options, checked and resolved once, at construction. */
+export interface LimiterConfig extends PlanDefaults {
+  /** Undefined: an in-process store, made once the rest is known good. */
+  readonly store: Store | undefined
+  readonly rules: ReadonlyMap<string, Rule>
+  readonly onWarning: WarningHandler
+  readonly breaker: BreakerSettings
+  readonly storeTimeoutMs: number
+  /** What a call without options gets, one object for every such call. */
+  readonly callDefaults: CallSettings
+}
+
+const OPTION_KEYS = optionKeys<LimiterOptions>({
+  store: true,
+  rules: true,
+  onWarning: true,
+  onStoreError: true,
+  storeTimeoutMs: true,
+  breaker: true,
+  dryRun: true,
+})
+
+const DEFAULT_STORE_TIMEOUT_MS = 100
+
+const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
+
+export function limiterConfigOf(raw: unknown): LimiterConfig {
+  const options = checkOptionsObject(raw, OPTION_KEYS, 'createLimiter options', { shape: '{ rules }' })
+  const { store, onWarning = emitWarning, dryRun = false } = options
+  if (typeof onWarning !== 'function') {
+    throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)
+  }
+  if (store !== undefined && !isStore(store)) {
+    throw new TollgateConfigError(
+      `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(store)}`,
+    )
+  }
+  if (typeof dryRun !== 'boolean') {
+    throw new TollgateConfigError(`createLimiter option dryRun must be a boolean, got ${describeValue(dryRun)}`)
+  }
+  const onStoreError = storeErrorPolicyOf(
+    options.onStoreError === undefined ? 'allow' : options.onStoreError,
+    TollgateConfigError,
+    'createLimiter option onStoreError',
+  )
+  const storeTimeoutMs = storeTimeoutOf(
+    options.storeTimeoutMs === undefined ? DEFAULT_STORE_TIMEOUT_MS : options.storeTimeoutMs,
+    TollgateConfigError,
+    'createLimiter option storeTimeoutMs',
+  )
+  const breaker = breakerSettingsOf(options.breaker)
+  const warn = onWarning as WarningHandler
+  return {
+    store,
+    rules: resolveRules(options.rules, warn, dryRun),
+    onWarning: warn,
+    breaker,
+    onStoreError,
+    dryRun,
+    storeTimeoutMs,
+    callDefaults: { cost: 1, dryRun: undefined, onStoreError: undefined, storeTimeoutMs },
+  }
+}
+
+function isStore(value: unknown): value is Store {
+  const store = value as Partial<Store> | null
+  return typeof store?.evaluate === 'function' && typeof store.reset === 'function'
+}

@@ -1,0 +1,62 @@
+import { describeValue, TollgateConfigError } from './errors.js'
+
+/**
+ * The keys an options type `T` takes, listed once. Built by `optionKeys`, whose argument must name
+ * every key of `T` and nothing else, so that an option added to the type but not to its list (or
+ * listed but not in the type) fails to compile instead of being refused at run time.
+ */
+export type OptionKeys<T> = ReadonlySet<string> & { readonly [OPTIONS]?: T }
+
+declare const OPTIONS: unique symbol
+
+/** @example const KEYS = optionKeys<WindowOptions>({ limit: true, period: true }) */
+export function optionKeys<T>(keys: { readonly [K in keyof T]-?: true }): OptionKeys<T> {
+  return new Set(Object.keys(keys))
+}
+
+export interface OptionsObjectCheck {
+  /** Shown after "must be an object" to say what the object holds. @example '{ rules }' */
+  shape?: string
+  /** The error class thrown: a configuration error unless the object came with a call. */
+  Failure?: new (
+    message: string,
+  ) => Error
+}
+
+/**
+ * `raw` as an object whose every key is one of `keys`, or an error naming `where`, the value and
+ * the known keys. Its values are `unknown`: each is still the caller's to check.
+ */
+export function checkOptionsObject<T>(
+  raw: unknown,
+  keys: OptionKeys<T>,
+  where: string,
+  { shape, Failure = TollgateConfigError }: OptionsObjectCheck = {},
+): { readonly [K in keyof T]?: unknown } {
+  if (!isPlainObject(raw)) {
+    throw new Failure(`${where} must be an object${shape ? ` ${shape}` : ''}, got ${describeValue(raw)}`)
+  }
+  rejectUnknownKeys(raw, keys, where, Failure)
+  return raw as { readonly [K in keyof T]?: unknown }
+}
+
+export function rejectUnknownKeys(
+  raw: Record<string, unknown>,
+  known: ReadonlySet<string>,
+  where: string,
+  Failure: new (message: string) => Error = TollgateConfigError,
+): void {
+  for (const key of Object.keys(raw)) {
+    if (!known.has(key)) {
+      throw new Failure(
+        `${where}: unknown option '${key}'; known options are ${[...known].map((k) => `'${k}'`).join(', ')}`,
+      )
+    }
+  }
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}

@@ -1,0 +1,289 @@
+import type { EventEmitter } from 'node:events'
+import { type BreakerChange, type BreakerSettings, CircuitBreaker } from './circuit-breaker.js'
+import type { Decision } from './decision.js'
+import { type DecisionPlan, decisionOf, fallbackDecisionOf } from './decision-plan.js'
+import { TollgateError } from './errors.js'
+import { FailOpenNotice } from './fail-open-notice.js'
+import type { WarningHandler } from './rules.js'
+import { storeFailureDecision } from './store-error-policy.js'
+import { asStoreError, isStoreDown } from './store-errors.js'
+import { StoreWait, type WaitHandler } from './store-wait.js'
+import { MemoryStore } from './stores/memory-store.js'
+import type { Store, StoreRequest, StoreResult, StoreTarget } from './stores/store.js'
+
+/**
+ * Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store
+ * failure (its `storeDown` false when only that decision failed, on a broken key say).
+ */
+export interface LimiterEvents {
+  breaker: [change: BreakerChange]
+  'store-error': [error: TollgateError]
+}
+
+/**
+ * Every call a limiter makes to its store goes through here: decisions (consume, peek, refund)
+ * and resets. It asks the store the fastest way the store offers (at once for an in-process
+ * store, through a receiver, or by a promise), bounds the wait, keeps the circuit breaker,
+ * reports failures as `store-error` events, takes back a charge that came too late, and turns a
+ * failure into the decision of the plan's policy. It also counts the calls in flight, so that
+ * closing waits for them.
+ */
+export class StoreCaller {
+  private readonly breaker: CircuitBreaker
+  private readonly notice: FailOpenNotice
+  private readonly evaluateSync: ((request: StoreRequest) => StoreResult) | undefined
+  private readonly evaluateInto: Store['evaluateInto']
+  private readonly recentError: (() => Error | undefined) | undefined
+  private inFlight = 0
+  private drained: (() => void) | undefined
+  private closed: Promise<void> | undefined
+  /** The in-process store of the `'local'` policy, from the first failure until the breaker closes. */
+  private localStore: MemoryStore | undefined
+
+  constructor(
+    private readonly store: Store,
+    breaker: BreakerSettings,
+    private readonly events: EventEmitter<LimiterEvents>,
+    warn: WarningHandler,
+  ) {
+    this.breaker = new CircuitBreaker(breaker, (change) => {
+      // Back on the shared store: counts made alone during the outage no longer apply.
+      if (change.state === 'closed') this.dropLocalStore()
+      events.emit('breaker', change)
+    })
+    this.notice = new FailOpenNotice(warn, () => events.listenerCount('store-error') > 0)
+    this.evaluateSync = store.evaluateSync?.bind(store)
+    this.evaluateInto = store.evaluateInto?.bind(store)
+    this.recentError = store.recentError?.bind(store)
+  }
+
+  get breakerState(): BreakerChange['state'] {
+    return this.breaker.current
+  }
+
+  /** Once `close` is called: no new call may begin. */
+  get closing(): boolean {
+    return this.closed !== undefined
+  }
+
+  /**
+   * The store's answer as a decision, or its failure, timeout or open breaker as the decision of
+   * the plan's policy; a refund rejects instead (code `TG_STORE`). Never throws.
+   */
+  decide(plan: DecisionPlan): Promise<Decision> {
+    const { evaluateSync } = this
+    // An in-process store answers at once: no timer, no breaker, no promise until the end.
+    if (evaluateSync !== undefined) {
+      try {
+        return Promise.resolve(this.decideInProcess(plan, evaluateSync))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    if (!this.breaker.tryAcquire()) {
+      try {
+        return Promise.resolve(this.decisionWithoutStore(plan, this.breakerOpenError()))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    this.inFlight++
+    return new Promise<Decision>((resolve, reject) => {
+      const wait = new StoreWait<StoreResult>(plan.storeTimeoutMs, new PendingDecision(this, plan, resolve, reject))
+      const { request } = plan
+      try {
+        if (this.evaluateInto) this.evaluateInto(request, wait)
+        else {
+          this.store.evaluate(request).then(
+            (result) => wait.answer(result),
+            (error: unknown) => wait.fail(error),
+          )
+        }
+      } catch (cause) {
+        wait.fail(cause)
+      }
+    })
+  }
+
+  /** Forgets exactly these targets. Failures reject (code `TG_STORE`), after `timeoutMs` at the latest. */
+  reset(targets: readonly StoreTarget[], timeoutMs: number): Promise<void> {
+    if (!this.breaker.tryAcquire()) return Promise.reject(this.breakerOpenError())
+    this.inFlight++
+    return new Promise<void>((resolve, reject) => {
+      const wait = new StoreWait<void>(timeoutMs, new PendingReset(this, resolve, reject))
+      let work: Promise<void>
+      try {
+        work = this.store.reset(targets)
+      } catch (cause) {
+        wait.fail(cause)
+        return
+      }
+      work.then(
+        () => wait.answer(undefined),
+        (error: unknown) => wait.fail(error),
+      )
+    })
+  }
+
+  /** Waits for the calls in flight, then closes the store. */
+  close(): Promise<void> {
+    this.closed ??= new Promise<void>((resolve) => {
+      this.drained = resolve
+      if (this.inFlight === 0) resolve()
+    }).then(async () => {
+      this.dropLocalStore()
+      await this.store.close()
+    })
+    return this.closed
+  }
+
+  callEnded(): void {
+    if (--this.inFlight === 0) this.drained?.()
+  }
+
+  /**
+   * The decision the store's answer makes, a success for the breaker when `counted`; an answer
+   * that does not fit the plan is the store's failure.
+   */
+  answerDecision(plan: DecisionPlan, result: StoreResult, counted: boolean): Decision {
+    if (counted) this.breaker.success()
+    if (this.notice.failing) this.notice.storeAnswered()
+    try {
+      return decisionOf(plan, result)
+    } catch (cause) {
+      return this.failureDecision(plan, cause, false)
+    }
+  }
+
+  /**
+   * Reports the failure, counted by the breaker when `counted` (unless it was one decision's own),
+   * then makes the decision of the plan's policy. Throws for a refund, and whatever a
+   * `store-error` listener throws.
+   */
+  failureDecision(plan: DecisionPlan, cause: unknown, counted: boolean): Decision {
+    return this.decisionWithoutStore(plan, this.reported(cause, counted))
+  }
+
+  reported(cause: unknown, counted: boolean): TollgateError {
+    const error = asStoreError(cause, this.recentError?.())
+    if (counted) {
+      if (isStoreDown(error)) this.breaker.failure(error)
+      else this.breaker.inconclusive()
+    }
+    this.events.emit('store-error', error)
+    return error
+  }
+
+  resetAnswered(): void {
+    this.breaker.success()
+    if (this.notice.failing) this.notice.storeAnswered()
+  }
+
+  // An answer after the timeout was still charged by the store; unless the policy let the
+  // request through, take that charge back so a refused request consumes nothing.
+  lateAnswer(plan: DecisionPlan, result: StoreResult): void {
+    if (plan.policy === 'allow' || !result.allowed || !result.revert) return
+    result.revert().catch((error: unknown) => this.events.emit('store-error', asStoreError(error)))
+  }
+
+  private decideInProcess(plan: DecisionPlan, evaluateSync: (request: StoreRequest) => StoreResult): Decision {
+    let result: StoreResult
+    try {
+      result = evaluateSync(plan.request)
+    } catch (cause) {
+      return this.failureDecision(plan, cause, false)
+    }
+    return this.answerDecision(plan, result, false)
+  }
+
+  private decisionWithoutStore(plan: DecisionPlan, error: TollgateError): Decision {
+    if (plan.request.operation === 'refund') throw error
+    const { policy } = plan
+    if (policy === 'local') {
+      this.localStore ??= new MemoryStore()
+      return fallbackDecisionOf(plan, this.localStore.evaluateSync(plan.request), error)
+    }
+    if (policy === 'allow' && isStoreDown(error)) this.notice.decidedWithoutStore(error)
+    return storeFailureDecision(plan.rule.name, plan.cost, policy, error)
+  }
+
+  private breakerOpenError(): TollgateError {
+    const open = new TollgateError('TG_STORE', 'the store is failing: its circuit breaker is open')
+    return asStoreError(open, this.recentError?.())
+  }
+
+  private dropLocalStore(): void {
+    void this.localStore?.close()
+    this.localStore = undefined
+  }
+}
+
+/**
+ * One decision waiting for the store: its answer, failure or timeout settles the decision's
+ * promise, once. An object rather than closures: every decision on Redis waits in one.
+ */
+class PendingDecision implements WaitHandler<StoreResult> {
+  constructor(
+    private readonly caller: StoreCaller,
+    private readonly plan: DecisionPlan,
+    private readonly resolve: (decision: Decision) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  answered(result: StoreResult): void {
+    this.caller.callEnded()
+    let decision: Decision
+    try {
+      decision = this.caller.answerDecision(this.plan, result, true)
+    } catch (error) {
+      this.reject(error)
+      return
+    }
+    this.resolve(decision)
+  }
+
+  failed(cause: unknown): void {
+    this.caller.callEnded()
+    let decision: Decision
+    try {
+      decision = this.caller.failureDecision(this.plan, cause, true)
+    } catch (error) {
+      this.reject(error)
+      return
+    }
+    this.resolve(decision)
+  }
+
+  late(result: StoreResult): void {
+    this.caller.lateAnswer(this.plan, result)
+  }
+}
+
+class PendingReset implements WaitHandler<void> {
+  constructor(
+    private readonly caller: StoreCaller,
+    private readonly resolve: () => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  answered(): void {
+    this.caller.callEnded()
+    try {
+      this.caller.resetAnswered()
+    } catch (error) {
+      this.reject(error)
+      return
+    }
+    this.resolve()
+  }
+
+  failed(cause: unknown): void {
+    this.caller.callEnded()
+    try {
+      this.reject(this.caller.reported(cause, true))
+    } catch (listenerError) {
+      // A 'store-error' listener threw: that error is the caller's to see.
+      this.reject(listenerError)
+    }
+  }
+}

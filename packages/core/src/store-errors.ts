@@ -1,0 +1,36 @@
+import { TollgateError } from './errors.js'
+
+/**
+ * Any store failure as a Tollgate error with code TG_STORE, the original kept as `cause`. When
+ * the store's connection recently reported an error that the failure does not already name (a
+ * timeout says only that the store was silent), the message adds what the store last said, and
+ * a failure with no cause of its own takes it as `cause`.
+ */
+export function asStoreError(cause: unknown, lastSaid?: Error): TollgateError {
+  const error =
+    cause instanceof TollgateError && cause.code === 'TG_STORE'
+      ? cause
+      : new TollgateError('TG_STORE', `the store failed: ${messageOf(cause)}`, {
+          cause,
+          storeDown: cause instanceof TollgateError ? cause.storeDown : undefined,
+        })
+  if (lastSaid === undefined || lastSaid === error.cause || error.message.includes(lastSaid.message)) return error
+  return new TollgateError('TG_STORE', `${error.message}; the store last said: ${lastSaid.message}`, {
+    cause: error.cause ?? lastSaid,
+    storeDown: error.storeDown,
+  })
+}
+
+/**
+ * Whether a failure says the store itself is failing (a timeout, a lost connection, a refused
+ * call, an error from a custom store), rather than a failure its store marked as one decision's
+ * own (`storeDown: false`), such as a key of the wrong type: the store answered, and other
+ * decisions may go on using it.
+ */
+export function isStoreDown(error: unknown): boolean {
+  return !(error instanceof TollgateError && error.storeDown === false)
+}
+
+function messageOf(cause: unknown): string {
+  return (cause as Error)?.message ?? String(cause)
+}
