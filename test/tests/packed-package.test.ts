@@ -183,7 +183,7 @@ describe('@tollgate/core as installed from the registry', () => {
       exports: PUBLIC_EXPORTS,
       allowed: [true, true, false],
       ip: 'ip:203.0.113.7',
-      rules: { a: { windows: [{ limit: 1, period: 1000 }] } },
+      rules: { a: { windows: [{ limit: 1, period: '1s' }] } },
       configError: {
         name: 'TollgateConfigError',
         code: 'TG_CONFIG',
