@@ -4,7 +4,7 @@
 import { createLimiter, RedisStore } from '@tollgate/core'
 import { Cluster, Redis } from 'ioredis6'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { spawnRedisCluster } from '../src/redis-cluster.js'
+import { spawnRedisCluster, waitReady } from '../src/redis-cluster.js'
 import { keysWithTtl } from '../src/redis-keys.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
@@ -53,6 +53,7 @@ describe('RedisStore on an ioredis 6 Cluster', () => {
   beforeAll(async () => {
     cluster = await spawnRedisCluster()
     client = new Cluster(cluster.startupNodes, { enableReadyCheck: true })
+    await waitReady(client as unknown as Parameters<typeof waitReady>[0])
   }, 60_000)
   afterAll(async () => {
     await client?.quit()
@@ -63,6 +64,8 @@ describe('RedisStore on an ioredis 6 Cluster', () => {
     const limiter = createLimiter({
       store: new RedisStore({ client }),
       rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 3, period: '1m' }] } },
+      // A bound that a loaded machine cannot reach: a timeout would read as a pass.
+      storeTimeoutMs: 10_000,
     })
     const decisions = []
     for (let i = 0; i < 4; i++) decisions.push(await limiter.consume('r', ['ip:203.0.113.7', 'user:42']))

@@ -480,8 +480,10 @@ function windowsOf(values: readonly number[], at: number, windowCount: number): 
   const windows: StoreWindowResult[] = []
   for (let w = 0, i = at; w < windowCount; w++, i += 3) {
     const fitsAt = values[i + 2] as number
+    const remaining = values[i] as number | string
     windows.push({
-      remaining: values[i] as number,
+      // Text when it is within 128 of 2^53 (lua/lib/reply.lua), which RESP3 clients would round.
+      remaining: typeof remaining === 'number' ? remaining : Number(remaining),
       resetAtMs: values[i + 1] as number,
       fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
     })
