@@ -1,5 +1,6 @@
 import type { Decision } from '../decision.js'
 import type { Limiter } from '../limiter.js'
+import { type OptionKeys, optionKeys } from '../option-objects.js'
 import type { AlgorithmName, RulesOptions, WarningHandler, WindowOptions } from '../rules.js'
 import type { StoreErrorPolicy } from '../store-error-policy.js'
 import type { Store } from '../stores/store.js'
@@ -176,26 +177,26 @@ export interface RateLimitOptions<Req> {
   onWarning?: WarningHandler
 }
 
-export const RATE_LIMIT_OPTION_KEYS: ReadonlySet<string> = new Set([
-  'limiter',
-  'store',
-  'rules',
-  'rule',
-  'windows',
-  'algorithm',
-  'identify',
-  'ipv6Subnet',
-  'cost',
-  'skip',
-  'countOnly',
-  'headers',
-  'quotaUnit',
-  'partitionKey',
-  'onLimited',
-  'problem',
-  'refusal',
-  'dryRun',
-  'onStoreError',
-  'storeTimeoutMs',
-  'onWarning',
-])
+export const RATE_LIMIT_OPTION_KEYS: OptionKeys<RateLimitOptions<unknown>> = optionKeys<RateLimitOptions<unknown>>({
+  limiter: true,
+  store: true,
+  rules: true,
+  rule: true,
+  windows: true,
+  algorithm: true,
+  identify: true,
+  ipv6Subnet: true,
+  cost: true,
+  skip: true,
+  countOnly: true,
+  headers: true,
+  quotaUnit: true,
+  partitionKey: true,
+  onLimited: true,
+  problem: true,
+  refusal: true,
+  dryRun: true,
+  onStoreError: true,
+  storeTimeoutMs: true,
+  onWarning: true,
+})

@@ -3,7 +3,7 @@ import type { Decision } from '../decision.js'
 import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { createLimiter, type Limiter } from '../limiter.js'
-import { isPlainObject, rejectUnknownKeys } from '../option-objects.js'
+import { checkOptionsObject, type OptionKeys } from '../option-objects.js'
 import type { WarningHandler } from '../rules.js'
 import { storeErrorPolicyOf } from '../store-error-policy.js'
 import { storeTimeoutOf } from '../store-wait.js'
@@ -91,9 +91,7 @@ export function createRateLimit<Req>(
   adapterOptions: readonly string[] = [],
 ): RateLimit<Req> {
   const raw: unknown = options
-  if (!isPlainObject(raw))
-    throw new TollgateConfigError(`rate limit options must be an object, got ${describeValue(raw)}`)
-  rejectUnknownKeys(raw, knownOptions(adapterOptions), 'rate limit options')
+  checkOptionsObject(raw, knownOptions(adapterOptions), 'rate limit options')
   const onWarning = optionalFunction(options, 'onWarning') ?? emitWarning
   const warnOnce = onceEach(onWarning)
   const identify = optionalFunction(options, 'identify')
@@ -273,7 +271,7 @@ function onceEach(onWarning: WarningHandler): (key: string, message: string, cod
   }
 }
 
-function knownOptions(adapterOptions: readonly string[]): ReadonlySet<string> {
+function knownOptions(adapterOptions: readonly string[]): OptionKeys<RateLimitOptions<unknown>> {
   return adapterOptions.length === 0 ? RATE_LIMIT_OPTION_KEYS : new Set([...RATE_LIMIT_OPTION_KEYS, ...adapterOptions])
 }
 
@@ -296,9 +294,7 @@ export function createRouteRateLimit<Req>(
   adapterOptions: readonly string[] = [],
 ): RateLimit<Req> {
   const raw: unknown = route
-  if (!isPlainObject(raw))
-    throw new TollgateConfigError(`route rate limit options must be an object, got ${describeValue(raw)}`)
-  rejectUnknownKeys(raw, knownOptions(adapterOptions), 'route rate limit options')
+  checkOptionsObject(raw, knownOptions(adapterOptions), 'route rate limit options')
   const engine = isEngine(base) ? base : undefined
   const inherited: Partial<RateLimitOptions<Req>> = { ...(engine ? engine.options : base) }
   for (const key of LIMITER_SOURCES) delete inherited[key]
