@@ -42,27 +42,19 @@ export function breakerSettingsOf(options: unknown): BreakerSettings {
     OPTION_KEYS,
     'createLimiter option breaker',
   )
-  if (
-    typeof failureThreshold !== 'number' ||
-    !Number.isInteger(failureThreshold) ||
-    failureThreshold < 1 ||
-    failureThreshold > 1000
-  ) {
+  return {
+    failureThreshold: integerFrom(failureThreshold, 1, 1000, 'failureThreshold'),
+    probeAfterMs: integerFrom(probeAfterMs, 1, 60_000, 'probeAfterMs'),
+  }
+}
+
+function integerFrom(value: unknown, min: number, max: number, option: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new TollgateConfigError(
-      `breaker option failureThreshold must be an integer from 1 to 1000, got ${describeValue(failureThreshold)}`,
+      `breaker option ${option} must be an integer from ${min} to ${max}, got ${describeValue(value)}`,
     )
   }
-  if (
-    typeof probeAfterMs !== 'number' ||
-    !Number.isInteger(probeAfterMs) ||
-    probeAfterMs < 1 ||
-    probeAfterMs > 60_000
-  ) {
-    throw new TollgateConfigError(
-      `breaker option probeAfterMs must be an integer from 1 to 60000, got ${describeValue(probeAfterMs)}`,
-    )
-  }
-  return { failureThreshold, probeAfterMs }
+  return value
 }
 
 /** Counts consecutive failures and decides which calls may reach the store. */
