@@ -16,8 +16,8 @@
 --   one(key, w, now, cost, peek, reply, n, raw)
 --                                    the module's one() (decide.lua) for a key holding `raw`,
 --                                    compact or nil: the steps above inlined, since their dozen
---                                    Lua calls per decision were a sixth of a fixed window's
---                                    Redis time
+--                                    Lua calls per decision cost a fixed window measurable Redis
+--                                    time (bench/README.md)
 --
 -- A key's state is a run of a flat table from `base` on: window k's entry at base + (k - 1) ×
 -- arity + 1 onwards, k being the window's place in its rule (its `slot`). One table can so hold

@@ -7,7 +7,7 @@ import { setImmediate } from 'node:timers'
  * one poll of the sockets delivered, or that one Redis reply released, leave in the same batch.
  * A lone call waits for no timer, only for the turn to end. (Flushing on `process.nextTick`
  * instead made batches of one under HTTP load, where each request arrives in a callback of its
- * own: one script call per request, 22 µs of Redis time each against 9 µs batched.)
+ * own: one script call per request; bench/README.md has the measured cost.)
  * `setImmediate` comes from `node:timers`, not the global that test fake timers replace: a
  * decision on a real Redis must not wait for a fake clock to be advanced.
  */
