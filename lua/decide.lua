@@ -41,7 +41,7 @@ local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = slidin
 local algorithms = {}
 -- Decisions of one batch mostly share their rules: each spec is parsed once per batch.
 local parsed_specs = {}
-local parsed_headers = {}
+local parsed_requests = {}
 
 local function spec_of(text)
   local spec = parsed_specs[text]
@@ -56,17 +56,17 @@ local function spec_of(text)
   end
   local windows = {}
   for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
-    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period), slot = #windows + 1 }
+    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period), position = #windows + 1 }
   end
   spec = { algorithm = algorithm, windows = windows }
   parsed_specs[text] = spec
   return spec
 end
 
-local function header_of(text)
-  local header = parsed_headers[text]
-  if header then
-    return header
+local function request_of(text)
+  local request = parsed_requests[text]
+  if request then
+    return request
   end
   local operation, cost, now, rest = string.match(text, '^(%a+) (%d+) (%S+) (.*)$')
   local specs = {}
@@ -77,36 +77,36 @@ local function header_of(text)
   for i = 1, keys do
     width = width + 3 * #specs[i].windows
   end
-  header = { operation = operation, cost = tonumber(cost), specs = specs, keys = keys, width = width }
+  request = { operation = operation, cost = tonumber(cost), specs = specs, keys = keys, width = width }
   if now ~= '-' then
-    header.now = tonumber(now)
+    request.now = tonumber(now)
     -- Whole ms from 0 to 8.64e15 (clock.ts): anything else would admit or refuse everything.
-    if not header.now or header.now ~= floor(header.now) or header.now < 0 or header.now > 8640000000000000 then
-      header.bad_now = now
+    if not request.now or request.now ~= floor(request.now) or request.now < 0 or request.now > 8640000000000000 then
+      request.bad_now = now
     end
   end
   local first = specs[1]
   local checks = operation == 'consume' or operation == 'peek'
-  header.peek = operation == 'peek'
+  request.peek = operation == 'peek'
   if keys == 1 and #first.windows == 1 and first.algorithm.one and checks then
-    header.one, header.window = first.algorithm.one, first.windows[1]
+    request.one, request.window = first.algorithm.one, first.windows[1]
   elseif checks then
-    header.checked = true
+    request.checked = true
     for i = 1, keys do
-      header.checked = header.checked and specs[i].algorithm.check ~= nil
+      request.checked = request.checked and specs[i].algorithm.check ~= nil
     end
   end
-  parsed_headers[text] = header
-  return header
+  parsed_requests[text] = request
+  return request
 end
 
 local server_now
-local function now_of(header)
-  if header.bad_now then
-    error('the clock sent ' .. header.bad_now .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
+local function now_of(request)
+  if request.bad_now then
+    error('the clock sent ' .. request.bad_now .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
   end
-  if header.now then
-    return header.now
+  if request.now then
+    return request.now
   end
   if not server_now then
     local time = redis.call('TIME')
@@ -118,8 +118,8 @@ end
 -- The decision whose keys start at KEYS[key], its reply appended to `reply` after `n`; returns
 -- the reply's new length. Plain numeric loops and few tables: this runs once per decision, and
 -- Lua's allocations and ipairs calls would otherwise cost more than the Redis commands it makes.
-local function decide(header, key, reply, n)
-  local operation, cost, now, specs = header.operation, header.cost, now_of(header), header.specs
+local function decide(request, key, reply, n)
+  local operation, cost, now, specs = request.operation, request.cost, now_of(request), request.specs
   local count = #specs
   local targets = {}
   -- Every key is read before any is written: a key that cannot be read (WRONGTYPE) fails the
@@ -134,9 +134,9 @@ local function decide(header, key, reply, n)
     targets[i] = { name, target, target.algorithm.load(name, target.windows, clamp_to) }
   end
 
-  local charging = operation == 'consume' or operation == 'peek'
+  local checks = operation == 'consume' or operation == 'peek'
   local allowed = true
-  if charging then
+  if checks then
     for i = 1, count do
       local target = targets[i]
       local fits_at, windows, state = target[2].algorithm.fits_at, target[2].windows, target[3]
@@ -152,7 +152,7 @@ local function decide(header, key, reply, n)
     end
   end
 
-  local writes = cost > 0 and operation ~= 'peek' and (allowed or not charging)
+  local writes = cost > 0 and operation ~= 'peek' and (allowed or not checks)
   reply[n + 1] = floor(now) * 2 + (allowed and 1 or 0)
   n = n + 1
   for i = 1, count do
@@ -187,10 +187,10 @@ end
 -- finish (the counters): every target is read and checked, then charged if all fit, its entries
 -- kept in one table for the whole batch rather than a table per target per decision.
 local checked_state = {}
-local function decide_checked(header, key, reply, n)
-  local cost, now, specs = header.cost, now_of(header), header.specs
+local function decide_checked(request, key, reply, n)
+  local cost, now, specs = request.cost, now_of(request), request.specs
   local allowed, base, moved = true, 0, nil
-  for i = 1, header.keys do
+  for i = 1, request.keys do
     local spec = specs[i]
     local fit, clamped = spec.algorithm.check(KEYS[key + i - 1], spec.windows, now, cost, checked_state, base)
     if not fit then
@@ -202,17 +202,17 @@ local function decide_checked(header, key, reply, n)
     end
     base = base + spec.algorithm.arity * #spec.windows
   end
-  local charging = allowed and cost > 0 and not header.peek
+  local charges = allowed and cost > 0 and not request.peek
   reply[n + 1] = floor(now) * 2 + (allowed and 1 or 0)
   n, base = n + 1, 0
-  for i = 1, header.keys do
+  for i = 1, request.keys do
     local spec = specs[i]
     n = spec.algorithm.finish(
       KEYS[key + i - 1],
       spec.windows,
       now,
       cost,
-      charging,
+      charges,
       checked_state,
       base,
       reply,
@@ -226,27 +226,27 @@ end
 
 local reply, n, key, arg = {}, 0, 1, 1
 -- The decision being decided: kept outside so that its failure can be answered.
-local header
+local request
 
 -- Decides ARGV[arg] onwards, or raises from the decision that failed, with n, key and arg still
 -- at its start. One pcall per batch rather than one per decision: a decision costs a few
 -- microseconds, and pcall a tenth of that.
 local function decide_from()
   while arg <= #ARGV do
-    header = nil
-    header = header_of(ARGV[arg])
+    request = nil
+    request = request_of(ARGV[arg])
     local length
-    if header.one then
-      length = header.one(KEYS[key], header.window, now_of(header), header.cost, header.peek, reply, n)
+    if request.one then
+      length = request.one(KEYS[key], request.window, now_of(request), request.cost, request.peek, reply, n)
     end
     if not length then
-      if header.checked then
-        length = decide_checked(header, key, reply, n)
+      if request.checked then
+        length = decide_checked(request, key, reply, n)
       else
-        length = decide(header, key, reply, n)
+        length = decide(request, key, reply, n)
       end
     end
-    n, key, arg = length, key + header.keys, arg + 1
+    n, key, arg = length, key + request.keys, arg + 1
   end
 end
 
@@ -256,7 +256,7 @@ while true do
     break
   end
   -- A malformed argument fails the whole call: where its decision's keys end is unknown.
-  if not header then
+  if not request then
     error(failure)
   end
   -- Redis raises its command errors as { err = message }; ours are plain strings.
@@ -266,9 +266,9 @@ while true do
   n = n + 1
   reply[n] = tostring(failure)
   -- Nothing a failed decision wrote of its reply may stay.
-  for i = n + 1, n + header.width do
+  for i = n + 1, n + request.width do
     reply[i] = nil
   end
-  key, arg = key + header.keys, arg + 1
+  key, arg = key + request.keys, arg + 1
 end
 return reply

@@ -20,7 +20,7 @@
 --                                    time (bench/README.md)
 --
 -- A key's state is a run of a flat table from `base` on: window k's entry at base + (k - 1) ×
--- arity + 1 onwards, k being the window's place in its rule (its `slot`). One table can so hold
+-- arity + 1 onwards, k being the window's place in its rule (its `position`). One table can so hold
 -- every target of a decision, one after another.
 
 local function counter_module(steps)
@@ -37,7 +37,7 @@ local function counter_module(steps)
 
   -- The general path's access to one window's entry of a state that starts at 1.
   local function entry(state, w)
-    local i = (w.slot - 1) * arity
+    local i = (w.position - 1) * arity
     if arity == 2 then
       return state[i + 1], state[i + 2]
     end
@@ -165,7 +165,7 @@ local function counter_module(steps)
   local function apply(step, state, windows, now, cost)
     for k = 1, #windows do
       local w = windows[k]
-      put(state, (w.slot - 1) * arity, step(w, now, cost, current(w, now, entry(state, w))))
+      put(state, (w.position - 1) * arity, step(w, now, cost, current(w, now, entry(state, w))))
     end
     return state
   end
@@ -182,7 +182,7 @@ local function counter_module(steps)
     for k = 1, #windows do
       local w = windows[k]
       if entry(state, w) ~= nil then
-        put(state, (w.slot - 1) * arity, steps.undo(w, now, cost, entry(state, w)))
+        put(state, (w.position - 1) * arity, steps.undo(w, now, cost, entry(state, w)))
       end
     end
     return state
@@ -195,7 +195,7 @@ local function counter_module(steps)
   -- A consume or peek over several targets or windows, in two passes so that nothing is written
   -- before every window of every target is known to fit (decide.lua). check reads a target into
   -- `state` from `base` on, as of now, and says whether the cost fits all its windows; finish
-  -- charges it if `charging`, and appends its windows' reply. Entries are indexed directly and
+  -- charges it if `charges`, and appends its windows' reply. Entries are indexed directly and
   -- made current once: through the interface above, a window took some twenty Lua calls.
   function module.check(key, windows, now, cost, state, base)
     local moved = read(key, windows, state, base, now)
@@ -213,11 +213,11 @@ local function counter_module(steps)
   end
 
   -- `moved`: check moved an entry back to now, so the key is written even if nothing is charged.
-  function module.finish(key, windows, now, cost, charging, state, base, reply, n, moved)
+  function module.finish(key, windows, now, cost, charges, state, base, reply, n, moved)
     for k = 1, #windows do
       local w, i = windows[k], base + (k - 1) * arity
       local a, b, c = state[i + 1], state[i + 2], state[i + 3]
-      if charging then
+      if charges then
         a, b, c = charge(w, now, cost, a, b, c)
         put(state, i, a, b, c)
       end
@@ -227,7 +227,7 @@ local function counter_module(steps)
       end
       n = append_window(reply, n, left, reset_at, fits(w, now, cost, a, b, c))
     end
-    if charging or moved then
+    if charges or moved then
       write(key, state, base, windows, now)
     end
     return n

@@ -12,7 +12,8 @@ import type { AlgorithmName } from './rules.js'
  * hashed one cannot meet, the first `{` always opens the tag and the first `}` closes it.
  */
 const RAW_PART = /^[A-Za-z0-9._:@+=/-]{1,64}$/
-const ALGORITHM_CODE: Readonly<Record<AlgorithmName, string>> = {
+/** The last part of a key: which algorithm's state it holds (token buckets and GCRA apart). */
+const KEY_SUFFIX: Readonly<Record<AlgorithmName, string>> = {
   'sliding-log': 'sl',
   'fixed-window': 'fw',
   'sliding-window': 'sw',
@@ -64,6 +65,6 @@ export class KeyBuilder {
       head = `${this.prefix}${encodeKeyPart(rule)}:{`
       this.ruleParts.set(rule, head)
     }
-    return `${head}${encodeKeyPart(identifier)}}:${ALGORITHM_CODE[algorithm]}`
+    return `${head}${encodeKeyPart(identifier)}}:${KEY_SUFFIX[algorithm]}`
   }
 }

@@ -55,7 +55,8 @@ export interface RedisStoreOptions {
   clock?: Clock
 }
 
-const ALGORITHM_CODE: Readonly<Record<AlgorithmName, string>> = {
+/** The code the decide script runs an algorithm by: token buckets and GCRA are one model there. */
+const SCRIPT_ALGORITHM: Readonly<Record<AlgorithmName, string>> = {
   'sliding-log': 'sl',
   'fixed-window': 'fw',
   'sliding-window': 'sw',
@@ -133,7 +134,7 @@ export class RedisStore implements Store {
   private readonly cluster: boolean
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
-  private readonly decide: DecideCommand
+  private readonly runScript: DecideCommand
   private readonly specs = new WeakMap<readonly Window[], string>()
   private readonly batches: Batches<QueuedRun>
   private readonly errors: ClientErrors | undefined
@@ -156,7 +157,7 @@ export class RedisStore implements Store {
     this.clock = clock
     const commands = client as unknown as Record<string, DecideCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
-    this.decide = (commands[COMMAND] as DecideCommand).bind(client)
+    this.runScript = (commands[COMMAND] as DecideCommand).bind(client)
     this.batches = new Batches(MAX_BATCH, (runs) => this.send(runs))
     this.errors =
       typeof client.on === 'function' && typeof client.off === 'function'
@@ -245,10 +246,10 @@ export class RedisStore implements Store {
     const keysAndArgs: string[] = []
     for (const run of runs) for (const key of run.keys) keysAndArgs.push(key)
     const keyCount = keysAndArgs.length
-    for (const run of runs) keysAndArgs.push(this.headerOf(run))
+    for (const run of runs) keysAndArgs.push(this.scriptArgumentOf(run))
     let reply: Promise<unknown>
     try {
-      reply = this.decide(keyCount, ...keysAndArgs)
+      reply = this.runScript(keyCount, ...keysAndArgs)
     } catch (error) {
       for (const run of runs) run.receiver.fail(error)
       return
@@ -270,7 +271,7 @@ export class RedisStore implements Store {
             }
             const width = widthOf(run.targets)
             if (at + width > replies.length) break
-            this.settle(run, replies as number[], at, width)
+            this.deliver(run, replies as number[], at, width)
             at += width
           }
         }
@@ -372,14 +373,14 @@ export class RedisStore implements Store {
   }
 
   /** `operation cost now spec|spec…`: the decide script's one argument per decision. */
-  private headerOf(run: QueuedRun): string {
+  private scriptArgumentOf(run: QueuedRun): string {
     let header = `${run.operation} ${run.cost} ${run.time} ${this.specOf(run.targets[0] as StoreTarget)}`
     for (let i = 1; i < run.targets.length; i++) header += `|${this.specOf(run.targets[i] as StoreTarget)}`
     return header
   }
 
   /** Resolves a run with its `width` numbers, `replies[at]` onwards. */
-  private settle(run: QueuedRun, replies: readonly number[], at: number, width: number): void {
+  private deliver(run: QueuedRun, replies: readonly number[], at: number, width: number): void {
     const windows = windowsOf(replies, at + 1, (width - 1) / 3)
     // The script's time, doubled, plus 1 when allowed: one integer where two would cost more.
     const head = replies[at] as number
@@ -396,7 +397,7 @@ export class RedisStore implements Store {
   private specOf(target: StoreTarget): string {
     let spec = this.specs.get(target.windows)
     if (spec === undefined) {
-      spec = ALGORITHM_CODE[target.algorithm]
+      spec = SCRIPT_ALGORITHM[target.algorithm]
       for (const window of target.windows) spec += ` ${window.limit} ${window.periodMs}`
       this.specs.set(target.windows, spec)
     }
