@@ -3,10 +3,11 @@ import { type Clock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
-import type { AlgorithmName, Window } from '../rules.js'
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
+import { decideAcrossSlots, groupBySlot, type RunOnSlot } from './cluster-slots.js'
+import { decisionFailure, decodeReply, isDecisionError, replyWidth, ScriptArguments } from './redis-wire.js'
 import type {
   Store,
   StoreOperation,
@@ -55,37 +56,8 @@ export interface RedisStoreOptions {
   clock?: Clock
 }
 
-/** The code the decide script runs an algorithm by: token buckets and GCRA are one model there. */
-const SCRIPT_ALGORITHM: Readonly<Record<AlgorithmName, string>> = {
-  'sliding-log': 'sl',
-  'fixed-window': 'fw',
-  'sliding-window': 'sw',
-  'token-bucket': 'tb',
-  gcra: 'tb',
-}
-
 const OPTION_KEYS = optionKeys<RedisStoreOptions>({ client: true, prefix: true, clock: true })
 
-/**
- * Redis error codes that say the server refuses everyone right now, whichever keys are asked
- * (out of memory, read-only, not authenticated, loading, a Cluster without a quorum…). Met by one
- * decision inside the script, such an error is still the store's failure; any other error met
- * there (WRONGTYPE, a state the script cannot read) is that decision's own.
- */
-const SERVER_DOWN_CODES = new Set([
-  'OOM',
-  'READONLY',
-  'MISCONF',
-  'NOREPLICAS',
-  'MASTERDOWN',
-  'LOADING',
-  'BUSY',
-  'NOAUTH',
-  'WRONGPASS',
-  'NOPERM',
-  'CLUSTERDOWN',
-  'TRYAGAIN',
-])
 const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
 
 type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
@@ -135,7 +107,7 @@ export class RedisStore implements Store {
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
   private readonly runScript: DecideCommand
-  private readonly specs = new WeakMap<readonly Window[], string>()
+  private readonly scriptArguments = new ScriptArguments()
   private readonly batches: Batches<QueuedRun>
   private readonly errors: ClientErrors | undefined
   private closed = false
@@ -190,7 +162,7 @@ export class RedisStore implements Store {
     if (this.cluster) {
       const slots = groupBySlot(keys)
       if (slots.length > 1) {
-        this.acrossSlots(request, keys, slots, time).then(
+        decideAcrossSlots(request, keys, slots, time, this.runOnSlot).then(
           (result) => receiver.answer(result),
           (error: unknown) => receiver.fail(error),
         )
@@ -227,26 +199,19 @@ export class RedisStore implements Store {
    * a decision split over slots, or an undo. Such a part is never `revertable` on its own: it is
    * reverted with the whole decision.
    */
-  private run(
-    operation: StoreOperation | 'undo',
-    keys: readonly string[],
-    targets: readonly StoreTarget[],
-    cost: number,
-    time: string,
-  ): Promise<StoreResult> {
-    return new Promise<StoreResult>((resolve, reject) => {
+  private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time) =>
+    new Promise<StoreResult>((resolve, reject) => {
       // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
       const group = this.cluster ? calculateSlot(keys[0] as string) : 0
       const receiver = { answer: resolve, fail: reject }
       this.batches.add(group, { operation, keys, targets, cost, time, revertable: false, receiver })
     })
-  }
 
   private send(runs: readonly QueuedRun[]): void {
     const keysAndArgs: string[] = []
     for (const run of runs) for (const key of run.keys) keysAndArgs.push(key)
     const keyCount = keysAndArgs.length
-    for (const run of runs) keysAndArgs.push(this.scriptArgumentOf(run))
+    for (const run of runs) keysAndArgs.push(this.scriptArguments.of(run.operation, run.cost, run.time, run.targets))
     let reply: Promise<unknown>
     try {
       reply = this.runScript(keyCount, ...keysAndArgs)
@@ -264,14 +229,14 @@ export class RedisStore implements Store {
           for (; i < runs.length; i++) {
             const run = runs[i] as QueuedRun
             const first: unknown = replies[at]
-            if (typeof first === 'string' || Buffer.isBuffer(first)) {
+            if (isDecisionError(first)) {
               run.receiver.fail(decisionFailure(run.keys, String(first)))
               at += 1
               continue
             }
-            const width = widthOf(run.targets)
+            const width = replyWidth(run.targets)
             if (at + width > replies.length) break
-            this.deliver(run, replies as number[], at, width)
+            this.deliver(run, replies, at, width)
             at += width
           }
         }
@@ -289,76 +254,6 @@ export class RedisStore implements Store {
     )
   }
 
-  private async acrossSlots(
-    request: StoreRequest,
-    keys: readonly string[],
-    slots: readonly number[][],
-    time: string,
-  ): Promise<StoreResult> {
-    const { operation, targets, cost } = request
-    const parts = slots.map((indices) => ({
-      indices,
-      keys: indices.map((i) => keys[i] as string),
-      targets: indices.map((i) => targets[i] as StoreTarget),
-    }))
-    if (operation !== 'consume' || cost === 0) {
-      // Nothing is charged that another slot could refuse: every slot at once.
-      const results = await Promise.all(parts.map((part) => this.run(operation, part.keys, part.targets, cost, time)))
-      return mergeSlots(
-        parts,
-        results,
-        results.every((result) => result.allowed),
-        targets.length,
-      )
-    }
-    // Slot after slot, so that a slot is only asked once every slot before it has admitted.
-    // Asked all at once, a slot would refuse concurrent decisions on units held by charges about
-    // to be undone, and admit fewer than the limit.
-    const charged: StoreResult[] = []
-    let refusal: StoreResult | undefined
-    try {
-      for (const part of parts) {
-        const result = await this.run('consume', part.keys, part.targets, cost, time)
-        if (!result.allowed) {
-          refusal = result
-          break
-        }
-        charged.push(result)
-      }
-    } catch (error) {
-      // A failed undo leaves units charged until they expire: quota lost, never a limit exceeded.
-      await Promise.allSettled(this.undoParts(parts, charged, cost))
-      throw error
-    }
-    if (refusal === undefined) {
-      const merged = mergeSlots(parts, charged, true, targets.length)
-      merged.revert = async () => {
-        await Promise.all(this.undoParts(parts, charged, cost))
-      }
-      return merged
-    }
-    // The slots after the refusing one were never charged; a peek gives their windows, which
-    // the decision reports too (and which say whether they would have refused as well).
-    const unasked = parts.slice(charged.length + 1)
-    const [undone, peeked] = await Promise.all([
-      Promise.all(this.undoParts(parts, charged, cost).map((undo, i) => undo.catch(() => charged[i] as StoreResult))),
-      Promise.all(unasked.map((part) => this.run('peek', part.keys, part.targets, cost, time))),
-    ])
-    return mergeSlots(parts, [...undone, refusal, ...peeked], false, targets.length)
-  }
-
-  /** Takes back `charged[i]` on `parts[i]`, every slot at once; each answers its slot's state after. */
-  private undoParts(
-    parts: ReadonlyArray<{ keys: readonly string[]; targets: readonly StoreTarget[] }>,
-    charged: readonly StoreResult[],
-    cost: number,
-  ): Array<Promise<StoreResult>> {
-    return charged.map((result, i) => {
-      const part = parts[i] as (typeof parts)[number]
-      return this.run('undo', part.keys, part.targets, cost, String(result.nowMs))
-    })
-  }
-
   /** A charged run's undo, one function for every ChargedResult rather than a closure each. */
   private readonly undoRun = (run: QueuedRun, nowMs: number) => this.undo(run.keys, run.targets, run.cost, nowMs)
 
@@ -369,96 +264,18 @@ export class RedisStore implements Store {
     cost: number,
     nowMs: number,
   ): Promise<void> {
-    await this.run('undo', keys, targets, cost, String(nowMs))
+    await this.runOnSlot('undo', keys, targets, cost, String(nowMs))
   }
 
-  /** `operation cost now spec|spec…`: the decide script's one argument per decision. */
-  private scriptArgumentOf(run: QueuedRun): string {
-    let header = `${run.operation} ${run.cost} ${run.time} ${this.specOf(run.targets[0] as StoreTarget)}`
-    for (let i = 1; i < run.targets.length; i++) header += `|${this.specOf(run.targets[i] as StoreTarget)}`
-    return header
-  }
-
-  /** Resolves a run with its `width` numbers, `replies[at]` onwards. */
-  private deliver(run: QueuedRun, replies: readonly number[], at: number, width: number): void {
-    const windows = windowsOf(replies, at + 1, (width - 1) / 3)
-    // The script's time, doubled, plus 1 when allowed: one integer where two would cost more.
-    const head = replies[at] as number
-    const allowed = head % 2 === 1
-    const nowMs = allowed ? (head - 1) / 2 : head / 2
+  /** Resolves a run with its part of the reply, `replies[at]` onwards. */
+  private deliver(run: QueuedRun, replies: readonly unknown[], at: number, width: number): void {
+    const decoded = decodeReply(replies, at, width)
     run.receiver.answer(
-      run.revertable && run.operation === 'consume' && allowed && run.cost > 0
-        ? new ChargedResult(nowMs, windows, run, this.undoRun)
-        : { allowed, nowMs, windows },
+      run.revertable && run.operation === 'consume' && decoded.allowed && run.cost > 0
+        ? new ChargedResult(decoded.nowMs, decoded.windows, run, this.undoRun)
+        : decoded,
     )
   }
-
-  /** A rule's windows always encode to the same spec; encode it once. */
-  private specOf(target: StoreTarget): string {
-    let spec = this.specs.get(target.windows)
-    if (spec === undefined) {
-      spec = SCRIPT_ALGORITHM[target.algorithm]
-      for (const window of target.windows) spec += ` ${window.limit} ${window.periodMs}`
-      this.specs.set(target.windows, spec)
-    }
-    return spec
-  }
-}
-
-/** The keys' indices grouped by slot, in ascending slot order: the order a consume charges slots in. */
-function groupBySlot(keys: readonly string[]): number[][] {
-  const bySlot = new Map<number, number[]>()
-  keys.forEach((key, i) => {
-    const slot = calculateSlot(key)
-    const group = bySlot.get(slot)
-    if (group) group.push(i)
-    else bySlot.set(slot, [i])
-  })
-  return [...bySlot.entries()].sort(([a], [b]) => a - b).map(([, indices]) => indices)
-}
-
-/**
- * What one decision met inside the script: a server-wide refusal (OOM, READONLY…) says the store
- * is down; anything else (a key holding the wrong type) concerns that decision's keys alone.
- */
-function decisionFailure(keys: readonly string[], said: string): TollgateError {
-  const code = /^[A-Z]+(?= )/.exec(said)?.[0] ?? ''
-  return new TollgateError('TG_STORE', `the store failed on ${keys.join(', ')}: ${said}`, {
-    storeDown: SERVER_DOWN_CODES.has(code),
-  })
-}
-
-/** Puts per-slot answers back in target order, on the first slot's clock (nodes' clocks may differ). */
-function mergeSlots(
-  parts: ReadonlyArray<{ indices: readonly number[]; targets: readonly StoreTarget[] }>,
-  results: readonly StoreResult[],
-  allowed: boolean,
-  targetCount: number,
-): StoreResult {
-  const nowMs = (results[0] as StoreResult).nowMs
-  const byTarget: StoreWindowResult[][] = new Array(targetCount)
-  parts.forEach((part, p) => {
-    const result = results[p] as StoreResult
-    const shift = nowMs - result.nowMs
-    let w = 0
-    part.indices.forEach((targetIndex, t) => {
-      const windows = (part.targets[t] as StoreTarget).windows.length
-      byTarget[targetIndex] = result.windows.slice(w, w + windows).map((window) => ({
-        remaining: window.remaining,
-        resetAtMs: window.resetAtMs + shift,
-        fitsAtMs: window.fitsAtMs + shift,
-      }))
-      w += windows
-    })
-  })
-  return { allowed, nowMs, windows: byTarget.flat() }
-}
-
-/** The numbers a run's reply holds: allowed with now, then three per window of each target. */
-function widthOf(targets: readonly StoreTarget[]): number {
-  let width = 1
-  for (const target of targets) width += 3 * target.windows.length
-  return width
 }
 
 /** The answer to a consume that charged: it can take exactly that charge back. */
@@ -475,19 +292,4 @@ class ChargedResult implements StoreResult {
   revert(): Promise<void> {
     return this.undoRun(this.run, this.nowMs)
   }
-}
-
-function windowsOf(values: readonly number[], at: number, windowCount: number): StoreWindowResult[] {
-  const windows: StoreWindowResult[] = []
-  for (let w = 0, i = at; w < windowCount; w++, i += 3) {
-    const fitsAt = values[i + 2] as number
-    const remaining = values[i] as number | string
-    windows.push({
-      // Text when it is within 128 of 2^53 (lua/lib/reply.lua), which RESP3 clients would round.
-      remaining: typeof remaining === 'number' ? remaining : Number(remaining),
-      resetAtMs: values[i + 1] as number,
-      fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
-    })
-  }
-  return windows
 }
