@@ -5,48 +5,55 @@
 --
 -- KEYS     the targets' state keys, decision after decision; a target is one rule × one
 --          identifier and its key holds all the rule's windows
--- ARGV     one per decision: 'operation cost now spec|spec|…', one spec per key of the decision
+-- ARGV     one request per decision: 'operation cost now rule|rule|…', one rule per key
 --            operation  'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
---                       made at `now` on some slots of a Cluster when another slot refused)
+--                       charged at `now`, on the targets of one Cluster slot when another slot
+--                       refused)
 --            cost       an integer ≥ 0
 --            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
---            spec       'code limit period limit period …' with code 'sl', 'fw', 'sw' or 'tb'
---          Decisions of one rule in one batch send the same text, which is parsed once.
+--            rule       'code limit period limit period …' with code 'sl', 'fw', 'sw' or 'tb'
+--          Requests of one rule in one batch send the same text, which is parsed once.
 -- Reply    one flat array, decision after decision: either now × 2 + allowed (1 or 0), then per
 --          window in order remaining, reset_at, fits_at, with fits_at = -1 when the cost can never
 --          fit, every number an integer; or one string, the error that decision met (one bad key
 --          fails only its own decision, and it fails before anything of it is written). Flat,
---          because Redis converts a nested table per decision at about twice the cost, and now
---          shares an integer with allowed because each integer of the reply costs Redis time.
+--          because Redis converts a nested table per decision at a cost of its own, and now shares
+--          an integer with allowed because each integer of the reply costs Redis time.
 --
--- Each algorithm module offers load(key, windows), fits_at(state, w, now, need), remaining(state,
--- w, now), charge(state, windows, now, cost), refund(…), undo(…) and save(key, state, windows,
--- now): the same steps as the TypeScript models that the in-memory store runs (undo has no
--- counterpart there: one process never splits a decision). Each also offers one(key, w, now,
--- cost, peek, reply, n): a consume or peek of a single one-window target, the commonest decision,
--- with its numbers in locals. The counter algorithms get all of these from counter_module.lua,
--- which adds check and finish: a consume or peek of several targets or windows in two passes
--- over one shared table (decide_checked below).
+-- Every operation of every algorithm takes the same two passes, for one window of one key as for
+-- many: each module offers
+--   width(windows)   the cells a target of `windows` windows takes in the decision's table
+--   check(key, windows, now, cost, operation, s, base)
+--                    reads the key into s from s[base + 1] on, made current at now (an undo's as
+--                    stored), and says whether `cost` fits every window (refund and undo: true)
+--   finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+--                    when `writes`, applies the operation; writes the key if it changed or held
+--                    state a faster clock stamped; appends each window's remaining, reset_at and
+--                    fits_at after reply[n]; returns the reply's new length
+-- Every target is checked before any is finished, so nothing is written unless every window of
+-- the decision fits, and a key that cannot be read (WRONGTYPE) fails the decision before any
+-- write. The steps are those of the TypeScript models that the in-memory store runs (undo has
+-- no counterpart there: one process never splits a decision).
 
 --#include lib/numbers.lua
---#include lib/reply.lua
---#include lib/counters.lua
---#include lib/counter_module.lua
+--#include lib/counter_state.lua
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua
 --#include lib/bucket.lua
 --#include lib/sliding_log.lua
 
+local KEYS, ARGV = KEYS, ARGV
 local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
+local OPERATIONS = { consume = true, peek = true, refund = true, undo = true }
 local algorithms = {}
--- Decisions of one batch mostly share their rules: each spec is parsed once per batch.
-local parsed_specs = {}
+-- Decisions of one batch mostly share their rules and requests: each text is parsed once per batch.
+local parsed_rules = {}
 local parsed_requests = {}
 
-local function spec_of(text)
-  local spec = parsed_specs[text]
-  if spec then
-    return spec
+local function rule_of(text)
+  local rule = parsed_rules[text]
+  if rule then
+    return rule
   end
   local code, rest = string.match(text, '^(%a+) (.*)$')
   local algorithm = algorithms[code]
@@ -56,202 +63,103 @@ local function spec_of(text)
   end
   local windows = {}
   for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
-    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period), position = #windows + 1 }
+    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
   end
-  spec = { algorithm = algorithm, windows = windows }
-  parsed_specs[text] = spec
-  return spec
+  rule = { check = algorithm.check, finish = algorithm.finish, windows = windows, width = algorithm.width(#windows) }
+  parsed_rules[text] = rule
+  return rule
 end
 
+local server_now
+local function server_time()
+  if not server_now then
+    local time = call('TIME')
+    server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
+  end
+  return server_now
+end
+
+-- A request's `now` is its time, or nil when the text sent no usable time: its decision then
+-- fails, alone, with `bad_now` as the reason.
 local function request_of(text)
   local request = parsed_requests[text]
   if request then
     return request
   end
   local operation, cost, now, rest = string.match(text, '^(%a+) (%d+) (%S+) (.*)$')
-  local specs = {}
-  for spec in string.gmatch(rest, '[^|]+') do
-    specs[#specs + 1] = spec_of(spec)
+  if not OPERATIONS[operation] then
+    error('unknown operation in ' .. text)
   end
-  local keys, width = #specs, 1
+  local rules = {}
+  for rule in string.gmatch(rest, '[^|]+') do
+    rules[#rules + 1] = rule_of(rule)
+  end
+  local keys, width = #rules, 1
   for i = 1, keys do
-    width = width + 3 * #specs[i].windows
+    width = width + 3 * #rules[i].windows
   end
-  request = { operation = operation, cost = tonumber(cost), specs = specs, keys = keys, width = width }
-  if now ~= '-' then
-    request.now = tonumber(now)
+  request = { operation = operation, cost = tonumber(cost), rules = rules, keys = keys, width = width }
+  if now == '-' then
+    -- Requests live for one script call, and so does the server's time.
+    request.now = server_time()
+  else
+    local time = tonumber(now)
     -- Whole ms from 0 to 8.64e15 (clock.ts): anything else would admit or refuse everything.
-    if not request.now or request.now ~= floor(request.now) or request.now < 0 or request.now > 8640000000000000 then
+    if time and time == floor(time) and time >= 0 and time <= 8640000000000000 then
+      request.now = time
+    else
       request.bad_now = now
-    end
-  end
-  local first = specs[1]
-  local checks = operation == 'consume' or operation == 'peek'
-  request.peek = operation == 'peek'
-  if keys == 1 and #first.windows == 1 and first.algorithm.one and checks then
-    request.one, request.window = first.algorithm.one, first.windows[1]
-  elseif checks then
-    request.checked = true
-    for i = 1, keys do
-      request.checked = request.checked and specs[i].algorithm.check ~= nil
     end
   end
   parsed_requests[text] = request
   return request
 end
 
-local server_now
-local function now_of(request)
-  if request.bad_now then
-    error('the clock sent ' .. request.bad_now .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
-  end
-  if request.now then
-    return request.now
-  end
-  if not server_now then
-    local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
-  end
-  return server_now
-end
-
--- The decision whose keys start at KEYS[key], its reply appended to `reply` after `n`; returns
--- the reply's new length. Plain numeric loops and few tables: this runs once per decision, and
--- Lua's allocations and ipairs calls would otherwise cost more than the Redis commands it makes.
-local function decide(request, key, reply, n)
-  local operation, cost, now, specs = request.operation, request.cost, now_of(request), request.specs
-  local count = #specs
-  local targets = {}
-  -- Every key is read before any is written: a key that cannot be read (WRONGTYPE) fails the
-  -- decision with nothing of it written. An undo's time is past: it moves nothing back to it.
-  local clamp_to = now
-  if operation == 'undo' then
-    clamp_to = nil
-  end
-  for i = 1, count do
-    local target = specs[i]
-    local name = KEYS[key + i - 1]
-    targets[i] = { name, target, target.algorithm.load(name, target.windows, clamp_to) }
-  end
-
-  local checks = operation == 'consume' or operation == 'peek'
-  local allowed = true
-  if checks then
-    for i = 1, count do
-      local target = targets[i]
-      local fits_at, windows, state = target[2].algorithm.fits_at, target[2].windows, target[3]
-      for j = 1, #windows do
-        if fits_at(state, windows[j], now, cost) ~= now then
-          allowed = false
-          break
-        end
-      end
-      if not allowed then
-        break
-      end
-    end
-  end
-
-  local writes = cost > 0 and operation ~= 'peek' and (allowed or not checks)
-  reply[n + 1] = floor(now) * 2 + (allowed and 1 or 0)
-  n = n + 1
-  for i = 1, count do
-    local target = targets[i]
-    local algorithm, windows, state = target[2].algorithm, target[2].windows, target[3]
-    if writes then
-      if operation == 'consume' then
-        state = algorithm.charge(state, windows, now, cost)
-      else
-        state = algorithm[operation](state, windows, now, cost)
-      end
-      algorithm.save(target[1], state, windows, now)
-    elseif state.dirty then
-      -- Moved back from a faster clock's stamps when read: written so that it stays moved.
-      algorithm.save(target[1], state, windows, now)
-    end
-    local remaining_of, fits_at = algorithm.remaining, algorithm.fits_at
-    for j = 1, #windows do
-      local w = windows[j]
-      local remaining = remaining_of(state, w, now)
-      local reset_at = now
-      if remaining < w.limit then
-        reset_at = fits_at(state, w, now, remaining + 1)
-      end
-      n = append_window(reply, n, remaining, reset_at, fits_at(state, w, now, cost))
-    end
-  end
-  return n
-end
-
--- A consume or peek of several targets or windows, all of whose algorithms offer check and
--- finish (the counters): every target is read and checked, then charged if all fit, its entries
--- kept in one table for the whole batch rather than a table per target per decision.
-local checked_state = {}
-local function decide_checked(request, key, reply, n)
-  local cost, now, specs = request.cost, now_of(request), request.specs
-  local allowed, base, moved = true, 0, nil
-  for i = 1, request.keys do
-    local spec = specs[i]
-    local fit, clamped = spec.algorithm.check(KEYS[key + i - 1], spec.windows, now, cost, checked_state, base)
-    if not fit then
-      allowed = false
-    end
-    if clamped then
-      moved = moved or {}
-      moved[i] = true
-    end
-    base = base + spec.algorithm.arity * #spec.windows
-  end
-  local charges = allowed and cost > 0 and not request.peek
-  reply[n + 1] = floor(now) * 2 + (allowed and 1 or 0)
-  n, base = n + 1, 0
-  for i = 1, request.keys do
-    local spec = specs[i]
-    n = spec.algorithm.finish(
-      KEYS[key + i - 1],
-      spec.windows,
-      now,
-      cost,
-      charges,
-      checked_state,
-      base,
-      reply,
-      n,
-      moved ~= nil and moved[i]
-    )
-    base = base + spec.algorithm.arity * #spec.windows
-  end
-  return n
-end
+-- Every target's cells, decision after decision: one table for the whole batch, its cells
+-- indexed directly rather than a table per target per decision.
+local state = {}
 
 local reply, n, key, arg = {}, 0, 1, 1
--- The decision being decided: kept outside so that its failure can be answered.
+-- The request being decided: kept outside so that its failure can be answered.
 local request
 
--- Decides ARGV[arg] onwards, or raises from the decision that failed, with n, key and arg still
--- at its start. One pcall per batch rather than one per decision: a decision costs a few
--- microseconds, and pcall a tenth of that.
-local function decide_from()
-  while arg <= #ARGV do
+-- Decides ARGV[arg] onwards, each decision in the two passes above, its keys from KEYS[key] on
+-- and its reply after reply[n]; or raises from the decision that failed, with n, key and arg
+-- still at its start, for the loop below to answer it and resume after it: one pcall for the
+-- batch. The loop's body is the decision rather than a call, which would cost every decision
+-- one more.
+local function decide_from_arg()
+  local count = #ARGV
+  while arg <= count do
     request = nil
     request = request_of(ARGV[arg])
-    local length
-    if request.one then
-      length = request.one(KEYS[key], request.window, now_of(request), request.cost, request.peek, reply, n)
+    local operation, cost, rules, keys, now = request.operation, request.cost, request.rules, request.keys, request.now
+    if not now then
+      error('the clock sent ' .. request.bad_now .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
     end
-    if not length then
-      if request.checked then
-        length = decide_checked(request, key, reply, n)
-      else
-        length = decide(request, key, reply, n)
+    local allowed, base = true, 0
+    for i = 1, keys do
+      local rule = rules[i]
+      if not rule.check(KEYS[key + i - 1], rule.windows, now, cost, operation, state, base) then
+        allowed = false
       end
+      base = base + rule.width
     end
-    n, key, arg = length, key + request.keys, arg + 1
+    local writes = cost > 0 and operation ~= 'peek' and allowed
+    local length = n + 1
+    reply[length] = now * 2 + (allowed and 1 or 0)
+    base = 0
+    for i = 1, keys do
+      local rule = rules[i]
+      length = rule.finish(KEYS[key + i - 1], rule.windows, now, cost, operation, writes, state, base, reply, length)
+      base = base + rule.width
+    end
+    n, key, arg = length, key + keys, arg + 1
   end
 end
 
 while true do
-  local ok, failure = pcall(decide_from)
+  local ok, failure = pcall(decide_from_arg)
   if ok then
     break
   end

@@ -1,16 +1,17 @@
--- Continuous bucket behind token-bucket and gcra: per window, {level, measured at}.
--- Mirrors algorithms/bucket.ts. The level counts 1/(period/g) of a token, g = gcd(limit,
--- period), so a millisecond refills a whole number of units and comparisons stay exact.
--- Compact form (counters.lua): the time measured, then the deficit, the capacity less the level:
--- small while the bucket is nearly full, as it is for most keys, where the level itself would
--- take all the digits of a large capacity (a limit in the billions). The level's unit depends on
--- the window's limit and period, so after an edit of those a carried-over level is approximate;
--- reads clamp it to the capacity, and a level is never negative, so it cannot turn into a
--- negative remaining.
+-- Continuous bucket behind token-bucket and gcra. Fields per window: measured_at, deficit.
+--   measured_at  when the bucket was last measured (ms)
+--   deficit      what it lacked of full then, in units of 1/(period/g) token, g = gcd(limit,
+--                period), so that a millisecond refills a whole number of units and comparisons
+--                stay exact: small while the bucket is nearly full, as it is for most keys, where
+--                its level would take all the digits of a large capacity (a limit in the billions)
+-- Compact: measured_at then deficit (counter_state.lua). Mirrors algorithms/bucket.ts, whose
+-- level is the capacity less the deficit. The unit depends on the window's limit and period, so
+-- after an edit of those a carried-over deficit is approximate; reads cap it at the capacity.
+-- Version 0.1.0's text layout held `period level measured_at`.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function bucket_module()
-  local steps = { arity = 2 }
+  local module = {}
 
   -- Units per token, units refilled per ms, and the capacity in units; kept on the window. Past
   -- 2^53 - 1 units a token is floor((2^53 - 1) / limit) units and a ms refills ceil(capacity /
@@ -31,107 +32,126 @@ local function bucket_module()
     return w.per_token, w.per_ms, w.capacity
   end
 
-  -- A measurement a faster clock stamped after now is taken as made now.
-  function steps.clamp(_, now, level, at)
-    if at > now then
-      return level, now
-    end
-    return level, at
+  local function legacy(w, level, measured_at)
+    local _, _, capacity = scale(w)
+    return measured_at, max(0, capacity - level)
   end
 
-  -- A measurement from a faster clock is not refilled backwards.
-  function steps.current(w, now, level, at)
-    local _, per_ms, capacity = scale(w)
-    if level == nil then
-      return capacity, now
+  -- The deficit at `now`, from one measured at `measured_at` <= now; capped at the capacity
+  -- first, for a deficit carried over an edit of the window.
+  local function refilled(deficit, per_ms, capacity, measured_at, now)
+    if deficit > capacity then
+      deficit = capacity
     end
-    local measured = max(now, at)
-    return min(capacity, level + (measured - at) * per_ms), measured
+    deficit = deficit - (now - measured_at) * per_ms
+    if deficit < 0 then
+      return 0
+    end
+    return deficit
   end
 
-  function steps.fits(w, now, need, level, at)
-    if need > w.limit then
-      return NEVER
-    end
-    local per_token, per_ms = scale(w)
-    local deficit = need * per_token - level
-    if deficit <= 0 then
+  -- When `need` units fit, need <= limit.
+  local function fits(per_token, per_ms, capacity, now, need, measured_at, deficit)
+    local short = need * per_token - (capacity - deficit)
+    if short <= 0 then
       return now
     end
-    return at + ceil(deficit / per_ms)
+    return measured_at + ceil(short / per_ms)
   end
 
-  function steps.remaining(w, _, level)
-    return floor(level / scale(w))
+  -- A target's cells: [1] moved (the state read was stamped by a faster clock: it must be
+  -- written back), then measured_at, deficit per window.
+  function module.width(windows)
+    return 1 + 2 * windows
   end
 
-  function steps.charge(w, _, cost, level, at)
-    return level - cost * scale(w), at
-  end
-
-  function steps.refund(w, _, cost, level, at)
-    local per_token, _, capacity = scale(w)
-    return min(capacity, level + cost * per_token), at
-  end
-
-  -- Tokens taken at `now` go back whenever the undo runs: the level is measured from the later
-  -- of `now` and the last measurement, so no refill is counted twice.
-  function steps.undo(w, now, cost, level, at)
-    return steps.refund(w, now, cost, steps.current(w, now, level, at))
-  end
-
-  function steps.expires(w, level, at)
-    local _, per_ms, capacity = scale(w)
-    return at + ceil((capacity - level) / per_ms)
-  end
-
-  function steps.from_compact(w, at, deficit)
-    local _, _, capacity = scale(w)
-    return max(0, capacity - deficit), at
-  end
-
-  function steps.to_compact(w, level, at)
-    local _, _, capacity = scale(w)
-    return at, capacity - level
-  end
-
-  -- The one-window decision by hand (see counter_module.lua): the steps above, inlined.
-  function steps.one(key, w, now, cost, peek, reply, n, raw)
-    local per_token, per_ms, capacity = scale(w)
-    local fits = steps.fits
-    local level, at, ahead = capacity, now, false
-    if raw then
-      local stored_at, deficit = unpack_digits(raw, 2)
-      level = max(0, capacity - deficit)
-      if stored_at > now then
-        -- Measured by a faster clock: taken as measured now, and so written back.
-        ahead = true
+  function module.check(key, windows, now, cost, operation, s, base)
+    read_counter(key, windows, s, base + 1, 2, legacy)
+    s[base + 1] = false
+    -- An undo takes back a charge made at its past `now`: it works on the stored fields.
+    if operation == 'undo' then
+      return true
+    end
+    local fit, moved, checks = true, false, operation ~= 'refund'
+    for k = 1, #windows do
+      local w, i = windows[k], base + 2 * k - 1
+      local per_token, per_ms, capacity = w.per_token, w.per_ms, w.capacity
+      if not per_token then
+        per_token, per_ms, capacity = scale(w)
+      end
+      local measured_at, deficit = s[i + 1], s[i + 2]
+      if measured_at == nil then
+        deficit = 0
+      elseif measured_at > now then
+        -- Measured by a faster clock: taken as measured now, not refilled backwards.
+        deficit, moved = min(capacity, deficit), true
       else
-        level = min(capacity, level + (now - stored_at) * per_ms)
+        deficit = refilled(deficit, per_ms, capacity, measured_at, now)
+      end
+      s[i + 1], s[i + 2] = now, deficit
+      if checks and (cost > w.limit or cost * per_token > capacity - deficit) then
+        fit = false
       end
     end
-    local fits_now = fits(w, now, cost, level, at)
-    local allowed = fits_now == now
-    local charging = allowed and cost > 0 and not peek
-    if charging or ahead then
-      if charging then
-        level = level - cost * per_token
-      end
-      local expiry = at + ceil((capacity - level) / per_ms)
-      if expiry <= now then
-        redis.call('DEL', key)
-      else
-        local value = pack_digits(at, capacity - level) or (fmt(w.period) .. ' ' .. fmt(level) .. ' ' .. fmt(at))
-        redis.call('SET', key, value, 'PX', expiry - now)
-      end
-      fits_now = fits(w, now, cost, level, at)
-    end
-    local remaining, reset_at = floor(level / per_token), now
-    if remaining < w.limit then
-      reset_at = fits(w, now, remaining + 1, level, at)
-    end
-    return append_one(reply, n, allowed, now, remaining, reset_at, fits_now)
+    s[base + 1] = moved
+    return fit
   end
 
-  return counter_module(steps)
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+    local latest, undo = 0, operation == 'undo'
+    for k = 1, #windows do
+      local w, i = windows[k], base + 2 * k - 1
+      local per_token, per_ms, capacity = w.per_token, w.per_ms, w.capacity
+      if not per_token then
+        per_token, per_ms, capacity = scale(w)
+      end
+      local measured_at, deficit = s[i + 1], s[i + 2]
+      if undo then
+        if measured_at == nil then
+          measured_at, deficit = now, 0
+        else
+          -- Tokens taken at `now` go back whenever the undo runs: the bucket is measured from
+          -- the later of `now` and the last measurement, so no refill is counted twice.
+          if measured_at < now then
+            deficit, measured_at = refilled(deficit, per_ms, capacity, measured_at, now), now
+          else
+            deficit = min(capacity, deficit)
+          end
+          if writes then
+            deficit = max(0, deficit - cost * per_token)
+            s[i + 1], s[i + 2] = measured_at, deficit
+          end
+        end
+      elseif writes then
+        if operation == 'consume' then
+          deficit = deficit + cost * per_token
+        else
+          deficit = max(0, deficit - cost * per_token)
+        end
+        s[i + 2] = deficit
+      end
+      -- Full again then, and so no different from no state.
+      if deficit > 0 and measured_at + ceil(deficit / per_ms) > latest then
+        latest = measured_at + ceil(deficit / per_ms)
+      end
+      local remaining, reset_at, fits_at = floor((capacity - deficit) / per_token), now, -1
+      if remaining < w.limit then
+        reset_at = fits(per_token, per_ms, capacity, now, remaining + 1, measured_at, deficit)
+      end
+      if cost <= w.limit then
+        fits_at = fits(per_token, per_ms, capacity, now, cost, measured_at, deficit)
+      end
+      if remaining > WIRE_EXACT then
+        remaining = fmt(remaining)
+      end
+      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
+      n = n + 3
+    end
+    if writes or s[base + 1] then
+      write_counter(key, windows, s, base + 1, 2, latest, now, nil)
+    end
+    return n
+  end
+
+  return module
 end

@@ -1,113 +1,120 @@
--- Fixed window: per window, {index, count}, the window's index being floor(time / period).
--- Mirrors algorithms/fixed-window.ts. Compact form (counters.lua): the window's end in ms, which
--- is also the key's expiry (a stored count is never 0: such a key is deleted), then the count.
--- A time rather than an index stays meaningful when the period is edited: the window that holds
--- the stored window's last millisecond carries its count on.
+-- Fixed window. Fields per window: ends_at, count.
+--   ends_at  the end (ms) of the window the count was made in: a window is [ends_at - period,
+--            ends_at), windows aligned to the epoch; also the key's expiry, so a charge within
+--            the window (same ends_at) keeps the TTL with SET … KEEPTTL
+--   count    units charged in that window; a key whose every count is 0 is deleted
+-- Compact: ends_at then count (counter_state.lua). Mirrors algorithms/fixed-window.ts, whose
+-- index is ends_at / period - 1. After an edit of the period, the window that holds the stored
+-- window's last millisecond carries its count on. Version 0.1.0's text layout held
+-- `period index count`.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function fixed_window_module()
-  local steps = { arity = 2 }
+  local module = {}
 
-  -- A window a faster clock counted in is taken as ours, its count kept: it then ends within a
-  -- period of now rather than of that clock.
-  function steps.clamp(w, now, index, count)
-    local now_index = floor(now / w.period)
-    if index > now_index then
-      return now_index, count
-    end
-    return index, count
-  end
-
-  function steps.current(w, now, index, count)
-    local now_index = floor(now / w.period)
-    if index == nil or index < now_index then
-      return now_index, 0
-    end
-    return index, count
-  end
-
-  function steps.fits(w, now, need, index, count)
-    if need > w.limit then
-      return NEVER
-    end
-    if count + need <= w.limit then
-      return now
-    end
-    return (index + 1) * w.period
-  end
-
-  function steps.remaining(w, _, _, count)
-    return max(0, w.limit - count)
-  end
-
-  function steps.charge(_, _, cost, index, count)
-    return index, count + cost
-  end
-
-  function steps.refund(_, _, cost, index, count)
-    return index, max(0, count - cost)
-  end
-
-  -- Takes back a charge made at `now` by this decision, only from the window it went to.
-  function steps.undo(w, now, cost, index, count)
-    if index == floor(now / w.period) then
-      return index, max(0, count - cost)
-    end
-    return index, count
-  end
-
-  function steps.expires(w, index, count)
-    if count > 0 then
-      return (index + 1) * w.period
-    end
-    return 0
-  end
-
-  function steps.from_compact(w, ends, count)
-    return floor((ends - 1) / w.period), count
-  end
-
-  function steps.to_compact(w, index, count)
+  local function legacy(w, index, count)
     return (index + 1) * w.period, count
   end
 
-  -- The commonest decision by hand (see counter_module.lua): the steps above, inlined.
-  function steps.one(key, w, now, cost, peek, reply, n, raw)
-    local period, limit = w.period, w.limit
-    local index, count, stored_end, ahead = floor(now / period), 0, nil, false
-    if raw then
-      local ends, stored = unpack_digits(raw, 2)
-      local at = floor((ends - 1) / period)
-      if at >= index then
-        -- A window ahead of ours (a faster clock's) is taken as ours, and so written back.
-        count, stored_end, ahead = stored, ends, at > index
-      end
-    end
-    local window_end = (index + 1) * period
-    local allowed = cost <= limit and count + cost <= limit
-    local charging = allowed and cost > 0 and not peek
-    if charging or ahead then
-      if charging then
-        count = count + cost
-      end
-      local value = pack_digits(window_end, count)
-      if value and window_end == stored_end then
-        redis.call('SET', key, value, 'KEEPTTL')
-      else
-        redis.call('SET', key, value or (fmt(period) .. ' ' .. fmt(index) .. ' ' .. fmt(count)), 'PX', window_end - now)
-      end
-    end
-    local remaining, reset_at, fits = max(0, limit - count), now, now
-    if remaining < limit then
-      reset_at = window_end
-    end
-    if cost > limit then
-      fits = NEVER
-    elseif count + cost > limit then
-      fits = window_end
-    end
-    return append_one(reply, n, allowed, now, remaining, reset_at, fits)
+  -- A target's cells: [1] true when the state read was stamped by a faster clock (it must be
+  -- written back), else the compact ends_at read (false: none), then ends_at, count per window.
+  function module.width(windows)
+    return 1 + 2 * windows
   end
 
-  return counter_module(steps)
+  function module.check(key, windows, now, cost, operation, s, base)
+    s[base + 1] = read_counter(key, windows, s, base + 1, 2, legacy)
+    -- An undo takes back a charge made at its past `now`: it works on the stored fields.
+    if operation == 'undo' then
+      return true
+    end
+    local fit, moved, checks = true, false, operation ~= 'refund'
+    for k = 1, #windows do
+      local w, i = windows[k], base + 2 * k - 1
+      local period = w.period
+      -- floor(now / period) × period, by % rather than a call (exact for times: numbers.lua).
+      local start = now - now % period
+      local ends_at, count = s[i + 1], s[i + 2]
+      if ends_at == nil or ends_at <= start then
+        count = 0
+      elseif ends_at > start + period then
+        -- A window a faster clock counted in is taken as ours, its count kept: it then ends
+        -- within a period of now rather than of that clock.
+        moved = true
+      end
+      s[i + 1], s[i + 2] = start + period, count
+      if checks and count + cost > w.limit then
+        fit = false
+      end
+    end
+    if moved then
+      s[base + 1] = true
+    end
+    return fit
+  end
+
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+    local expires_at, undo = 0, operation == 'undo'
+    for k = 1, #windows do
+      local w, i = windows[k], base + 2 * k - 1
+      local period, limit = w.period, w.limit
+      local ends_at, count = s[i + 1], s[i + 2]
+      if undo then
+        local now_index = floor(now / period)
+        if ends_at == nil then
+          ends_at, count = (now_index + 1) * period, 0
+        else
+          local index = floor((ends_at - 1) / period)
+          -- Only from the window the charge went to, whatever the key holds now.
+          if writes and index == now_index then
+            count = max(0, count - cost)
+            s[i + 2] = count
+          end
+          ends_at = (index + 1) * period
+          if count > 0 then
+            expires_at = max(expires_at, ends_at)
+          end
+          if index < now_index then
+            ends_at, count = (now_index + 1) * period, 0
+          end
+        end
+      else
+        if writes then
+          if operation == 'consume' then
+            count = count + cost
+          else
+            count = max(0, count - cost)
+          end
+          s[i + 2] = count
+        end
+        if count > 0 and ends_at > expires_at then
+          expires_at = ends_at
+        end
+      end
+      local remaining, reset_at, fits_at = limit - count, now, now
+      if remaining < 0 then
+        remaining = 0
+      end
+      if remaining < limit then
+        reset_at = ends_at
+      end
+      if cost > limit then
+        fits_at = -1
+      elseif count + cost > limit then
+        fits_at = ends_at
+      end
+      if remaining > WIRE_EXACT then
+        remaining = fmt(remaining)
+      end
+      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
+      n = n + 3
+    end
+    local read = s[base + 1]
+    if writes or read == true then
+      write_counter(key, windows, s, base + 1, 2, expires_at, now, read)
+    end
+    return n
+  end
+
+  return module
 end

@@ -1,12 +1,14 @@
--- Shared numeric helpers. Every quantity is an integer held in a double; '%.0f' prints any one
--- exactly, tostring only those below 1e14 (past it, exponent notation loses digits).
+-- Shared numeric helpers. Every quantity is an integer held in a double, which '%.0f' prints
+-- exactly (tostring only below 1e14: past it, exponent notation loses digits).
 
-local NEVER = math.huge
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+-- Globals cost a table lookup on every use: the hot ones are held in locals.
+local call, tonumber = redis.call, tonumber
+local find, sub, byte = string.find, string.sub, string.byte
 
--- Formatting is most of what a write costs, and the numbers of one batch repeat (window starts,
--- periods, small counts): each is formatted once per script call. tostring costs half of
--- string.format; 0 is spelled out because tostring(-0) is '-0'.
+-- Formatting is most of what a write costs, and the numbers of one batch repeat (window ends,
+-- periods, small counts): each is formatted once per script call. 0 is spelled out because
+-- '%.0f' prints -0 as '-0'.
 local formatted = {}
 
 local function fmt(n)
@@ -16,8 +18,6 @@ local function fmt(n)
   end
   if n == 0 then
     text = '0'
-  elseif n < 1e14 and n > -1e14 then
-    text = tostring(n)
   else
     text = string.format('%.0f', n)
   end
@@ -30,7 +30,13 @@ end
 
 -- The largest integer a double holds exactly, and every count's bound.
 local MAX_EXACT = 9007199254740991
+-- A remaining count this close to 2^53 goes into the reply as text: a RESP3 client (ioredis 6)
+-- reads an integer reply digit by digit through a sum that passes 2^53 and rounds it. Times stay
+-- far below it.
+local WIRE_EXACT = MAX_EXACT - 128
 -- Lua's % is a - floor(a / b) * b, which rounds once a / b nears 2^53 / b; C's fmod is exact.
+-- For a time a (at most 8.64e15, clock.ts) and a period b, a / b is still floored exactly, as in
+-- the TypeScript models' Math.floor(now / period): there % is exact, and costs no function call.
 local fmod = math.fmod
 
 local function gcd(a, b)

@@ -1,112 +1,185 @@
--- Sliding log: a sorted set per key, one entry per admitted request, scored by its time, whose
+-- Sliding log. State: a sorted set per key, one entry per charge, scored by its time (ms), whose
 -- member is the running total of units after it packed as a 7-byte big-endian integer. Packed
 -- that way members sort like their numbers, so among entries of the same millisecond the last
--- one is the largest total, and a window's usage is `total − total before the window`
--- whatever the costs. Mirrors algorithms/sliding-log.ts; where that keeps `base`, this keeps
--- the newest entry that has left the longest window. A total that would pass 2^53 - 1 (where
+-- one is the largest total, and a window's usage is `total - total before the window` whatever
+-- the costs. Mirrors algorithms/sliding-log.ts; where that keeps `base`, this keeps the newest
+-- entry at or before the longest window's start, and every entry after it: a charge drops the
+-- entries older than that one (the one trimming rule). A total that would pass 2^53 - 1 (where
 -- doubles round) is rebased first: every total less that entry's, which keeps each difference.
 -- Entries a faster clock stamped after now are moved back to now (algorithms/algorithm.ts).
+-- packages/core/src/stores/redis-state.ts decodes and encodes it.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_log_module()
-  local function sl_total(member)
-    return struct.unpack('>I7', member)
+  local module = {}
+  local pack, unpack_member = struct.pack, struct.unpack
+
+  local function total_of(member)
+    return unpack_member('>I7', member)
   end
 
-  local function sl_longest(windows)
-    local longest = 0
-    for _, w in ipairs(windows) do
-      longest = max(longest, w.period)
+  -- Cached on the rule's windows table, which is parsed once per batch.
+  local function longest_of(windows)
+    local longest = windows.longest
+    if not longest then
+      longest = 0
+      for k = 1, #windows do
+        longest = max(longest, windows[k].period)
+      end
+      windows.longest = longest
     end
     return longest
   end
 
-  local function sl_total_at_or_before(key, time)
-    local found = redis.call('ZREVRANGEBYSCORE', key, time, '-inf', 'LIMIT', 0, 1)
+  local function total_at_or_before(key, time)
+    local found = call('ZREVRANGEBYSCORE', key, time, '-inf', 'LIMIT', 0, 1)
     if found[1] then
-      return sl_total(found[1])
+      return total_of(found[1])
     end
     return 0
   end
 
-  local function sl_last(key)
-    local found = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  -- The newest entry's total and time, or 0 and false.
+  local function last(key)
+    local found = call('ZRANGE', key, -1, -1, 'WITHSCORES')
     if found[1] then
-      return sl_total(found[1]), tonumber(found[2])
+      return total_of(found[1]), tonumber(found[2])
     end
-    return 0, nil
-  end
-
-  -- Usage per window is asked for several times per decision; it is remembered until a write.
-  local function sl_usage(log, w, now)
-    if not log.total then
-      log.total, log.last_time = sl_last(log.key)
-      log.before = {}
-    end
-    local before = log.before[w.period]
-    if not before then
-      before = sl_total_at_or_before(log.key, now - w.period)
-      log.before[w.period] = before
-    end
-    return log.total - before, before
-  end
-
-  local function sl_forget(log)
-    log.total = nil
-    log.before = nil
+    return 0, false
   end
 
   -- ZADD of score, member pairs from a flat list, in chunks that unpack can pass.
-  local function sl_add(key, pairs)
+  local function add(key, pairs)
     for i = 1, #pairs, 512 do
-      redis.call('ZADD', key, unpack(pairs, i, min(i + 511, #pairs)))
+      call('ZADD', key, unpack(pairs, i, min(i + 511, #pairs)))
     end
   end
 
   -- Moves every entry stamped after now back to now. Their totals keep their order, which is
   -- also the order of members of one score.
-  local function sl_clamp(key, now)
-    local ahead = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now), '+inf')
+  local function clamp(key, now)
+    local ahead = call('ZRANGEBYSCORE', key, '(' .. fmt(now), '+inf')
     local pairs = {}
     for i = 1, #ahead do
       pairs[2 * i - 1], pairs[2 * i] = now, ahead[i]
     end
-    sl_add(key, pairs)
+    add(key, pairs)
   end
 
   -- Drops the entries at or before `cutoff` and takes `base` off every other total.
-  local function sl_rebase(key, cutoff, base)
-    local kept = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf', 'WITHSCORES')
-    redis.call('DEL', key)
+  local function rebase(key, cutoff, base)
+    local kept = call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf', 'WITHSCORES')
+    call('DEL', key)
     local pairs = {}
     for i = 1, #kept, 2 do
-      pairs[i], pairs[i + 1] = kept[i + 1], struct.pack('>I7', sl_total(kept[i]) - base)
+      pairs[i], pairs[i + 1] = kept[i + 1], pack('>I7', total_of(kept[i]) - base)
     end
-    sl_add(key, pairs)
+    add(key, pairs)
   end
 
-  local sliding_log = {}
+  -- Gives back up to `cost` units, newest first, from the entries still in the longest window.
+  local function refund(key, now, longest, cost)
+    local cutoff = now - longest
+    local left = cost
+    while left > 0 do
+      local newest = call('ZRANGE', key, -2, -1, 'WITHSCORES')
+      local n = #newest
+      if n == 0 or tonumber(newest[n]) <= cutoff then
+        break
+      end
+      local total = total_of(newest[n - 1])
+      local previous = 0
+      if n == 4 then
+        previous = total_of(newest[1])
+      end
+      call('ZREM', key, newest[n - 1])
+      if total - previous <= left then
+        left = left - (total - previous)
+      else
+        call('ZADD', key, newest[n], pack('>I7', total - left))
+        left = 0
+      end
+    end
+  end
 
-  -- Reads the key's newest entry at once: a key of another type fails the decision here, before
-  -- any key of it is written. `now` is nil for an undo, whose time is past: entries stamped after
-  -- it are real. Otherwise such entries make the log `dirty`: they are moved back to now when it
-  -- is written, which it then is even if nothing is charged.
-  function sliding_log.load(key, _, now)
-    local log = { key = key, before = {} }
-    log.total, log.last_time = sl_last(key)
-    log.dirty = now ~= nil and log.last_time ~= nil and log.last_time > now
-    return log
+  -- Takes back the entry a decision wrote at `now`: the oldest entry since `now` of exactly
+  -- `cost` units. If another decision wrote an identical one in between, removing the older of
+  -- the two keeps the later timestamp, which can only hold the window closed longer, never less.
+  -- Later entries' running totals drop by `cost` so that every total stays exact.
+  local function undo(key, now, cost)
+    local entries = call('ZRANGEBYSCORE', key, now, '+inf', 'WITHSCORES')
+    local previous = total_at_or_before(key, '(' .. fmt(now))
+    for i = 1, #entries, 2 do
+      local total = total_of(entries[i])
+      if total - previous == cost then
+        call('ZREM', key, entries[i])
+        for j = i + 2, #entries, 2 do
+          call('ZREM', key, entries[j])
+          call('ZADD', key, entries[j + 1], pack('>I7', total_of(entries[j]) - cost))
+        end
+        break
+      end
+      previous = total
+    end
+  end
+
+  -- A target's cells: [1] the newest total, [2] its time (false: no entry), [3] moved (entries
+  -- stamped by a faster clock, to be moved back to now), [4] measured (the cells below are
+  -- current), [5] the time older entries may be trimmed below (false: none to trim), then per
+  -- window the total before it and the time of its oldest entry (false: not known).
+  function module.width(windows)
+    return 5 + 2 * windows
+  end
+
+  -- Each window's total before it, from the newest total and time in s; true when `cost` more
+  -- fits every window. Most logs hold nothing older than the window: then the oldest entry is the
+  -- window's first, and no entry's total comes before it.
+  local function measure(key, windows, now, cost, s, base)
+    local total, last_time = s[base + 1], s[base + 2]
+    local longest = windows.longest or longest_of(windows)
+    local oldest, fit = nil, true
+    s[base + 4], s[base + 5] = true, false
+    for k = 1, #windows do
+      local w = windows[k]
+      local period = w.period
+      local cutoff = now - period
+      local before, first = 0, false
+      if last_time then
+        if last_time <= cutoff then
+          before = total
+        else
+          if not oldest then
+            oldest = tonumber(call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+          end
+          if oldest > cutoff then
+            first = oldest
+          elseif period == longest then
+            -- The entry the window starts counting from, and whether any is older than it.
+            local found = call('ZREVRANGEBYSCORE', key, cutoff, '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+            local before_time = tonumber(found[2])
+            before = total_of(found[1])
+            if found[4] ~= nil and tonumber(found[4]) < before_time then
+              s[base + 5] = before_time
+            end
+          else
+            before = total_at_or_before(key, cutoff)
+          end
+        end
+      end
+      s[base + 4 + 2 * k], s[base + 5 + 2 * k] = before, first
+      if total - before + cost > w.limit then
+        fit = false
+      end
+    end
+    return fit
   end
 
   -- When `need` units fit in window w whose usage is `used`, `before` being the running total
-  -- where the window starts counting; `first` is the time of the window's oldest entry when the
-  -- caller knows it.
-  local function sl_fits(key, w, now, need, used, before, first)
-    if need > w.limit then
-      return NEVER
-    end
+  -- where the window starts counting and `first` the time of its oldest entry (false: not
+  -- known); need <= limit. Returns that time, and `first` if it had to be looked up.
+  local function fits(key, w, now, need, used, before, first)
     if used + need <= w.limit then
-      return now
+      return now, first
     end
     -- The request fits once enough of the oldest units have left the window: find the first
     -- entry whose running total reaches the target, by rank (totals grow with rank).
@@ -115,205 +188,131 @@ local function sliding_log_module()
     if target == before + 1 then
       -- The first unit to leave belongs to the window's oldest entry.
       if not first then
-        first = tonumber(redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now - w.period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+        first = tonumber(call('ZRANGEBYSCORE', key, '(' .. fmt(now - w.period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
       end
-      return min(first, now) + w.period
+      if first > now then
+        return now + w.period, first
+      end
+      return first + w.period, first
     end
-    local low, high = 0, redis.call('ZCARD', key) - 1
+    local low, high = 0, call('ZCARD', key) - 1
     while low < high do
       local mid = floor((low + high) / 2)
-      if sl_total(redis.call('ZRANGE', key, mid, mid)[1]) >= target then
+      if total_of(call('ZRANGE', key, mid, mid)[1]) >= target then
         high = mid
       else
         low = mid + 1
       end
     end
-    local entry = redis.call('ZRANGE', key, low, low, 'WITHSCORES')
-    return min(tonumber(entry[2]), now) + w.period
+    local entry = call('ZRANGE', key, low, low, 'WITHSCORES')
+    return min(tonumber(entry[2]), now) + w.period, first
   end
 
-  function sliding_log.fits_at(log, w, now, need)
-    if need > w.limit then
-      return NEVER
+  -- Reads the newest entry at once: a key of another type fails the decision here, before any
+  -- key of it is written. An undo's time is past: entries stamped after it are real.
+  function module.check(key, windows, now, cost, operation, s, base)
+    local total, last_time = last(key)
+    s[base + 1], s[base + 2], s[base + 3], s[base + 4] = total, last_time, false, false
+    if operation == 'undo' then
+      return true
     end
-    local used, before = sl_usage(log, w, now)
-    return sl_fits(log.key, w, now, need, used, before)
+    s[base + 3] = last_time ~= false and last_time > now
+    if operation == 'refund' then
+      return true
+    end
+    return measure(key, windows, now, cost, s, base)
   end
 
-  function sliding_log.remaining(log, w, now)
-    local used = sl_usage(log, w, now)
-    return max(0, w.limit - used)
-  end
-
-  function sliding_log.charge(log, windows, now, cost)
-    local key = log.key
-    local cutoff = now - sl_longest(windows)
-    local total, last_time = log.total, log.last_time
-    if not total then
-      total, last_time = sl_last(key)
-    end
-    if log.dirty then
-      sl_clamp(key, now)
-      log.dirty, last_time = false, now
-    end
-    if last_time == nil or last_time <= cutoff then
-      -- Nothing left in any window: start the running total afresh.
-      redis.call('DEL', key)
-      total = 0
-      log.before = {}
-    else
-      -- Keep the newest entry outside the windows: its total is where the windows start counting.
-      local outside = redis.call('ZCOUNT', key, '-inf', cutoff)
-      if outside > 1 then
-        redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
-      end
-      if total + cost > MAX_EXACT then
-        local base = sl_total_at_or_before(key, cutoff)
-        sl_rebase(key, cutoff, base)
-        total = total - base
-        log.before = {}
-      end
-    end
-    -- No entry is stamped after now (clamped above), so entries stay in time order.
-    local at = now
-    redis.call('ZADD', key, at, struct.pack('>I7', total + cost))
-    -- The new entry lies after every window's start and trimming kept the entry each window
-    -- starts counting from, so the remembered totals before each window still hold.
-    log.total = total + cost
-    log.last_time = at
-    return log
-  end
-
-  function sliding_log.refund(log, windows, now, cost)
-    local key = log.key
-    local cutoff = now - sl_longest(windows)
-    local left = cost
-    while left > 0 do
-      local last = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
-      local n = #last
-      if n == 0 or tonumber(last[n]) <= cutoff then
-        break
-      end
-      local total = sl_total(last[n - 1])
-      local previous = 0
-      if n == 4 then
-        previous = sl_total(last[1])
-      end
-      redis.call('ZREM', key, last[n - 1])
-      if total - previous <= left then
-        left = left - (total - previous)
-      else
-        redis.call('ZADD', key, last[n], struct.pack('>I7', total - left))
-        left = 0
-      end
-    end
-    sl_forget(log)
-    log.last_time = select(2, sl_last(key))
-    return log
-  end
-
-  -- Takes back the entry a decision wrote at `now`: the oldest entry since `now` of exactly
-  -- `cost` units. If another decision wrote an identical one in between, removing the older of
-  -- the two keeps the later timestamp, which can only hold the window closed longer, never less.
-  -- Later entries' running totals drop by `cost` so that every total stays exact.
-  function sliding_log.undo(log, windows, now, cost)
-    local key = log.key
-    local entries = redis.call('ZRANGEBYSCORE', key, now, '+inf', 'WITHSCORES')
-    local previous = sl_total_at_or_before(key, '(' .. fmt(now))
-    for i = 1, #entries, 2 do
-      local total = sl_total(entries[i])
-      if total - previous == cost then
-        redis.call('ZREM', key, entries[i])
-        for j = i + 2, #entries, 2 do
-          redis.call('ZREM', key, entries[j])
-          redis.call('ZADD', key, entries[j + 1], struct.pack('>I7', sl_total(entries[j]) - cost))
-        end
-        break
-      end
-      previous = total
-    end
-    sl_forget(log)
-    log.last_time = select(2, sl_last(key))
-    return log
-  end
-
-  -- A whole consume or peek of a one-window rule, as fixed_window.one (which see) does it: the
-  -- general path's commands without its tables, and entries trimmed only when the window has
-  -- left two behind (the newest of those is where the window starts counting).
-  function sliding_log.one(key, w, now, cost, peek, reply, n)
-    local period, limit = w.period, w.limit
-    local cutoff = now - period
-    local total, last_time = sl_last(key)
-    local before, before_time, trim, first = 0, nil, false, nil
-    local ahead = last_time ~= nil and last_time > now
-    if ahead then
-      -- Stamped by a faster clock: moved back to now, so that it leaves within a period of now.
-      sl_clamp(key, now)
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+    local longest, count = windows.longest or longest_of(windows), #windows
+    local total, last_time = s[base + 1], s[base + 2]
+    if s[base + 3] then
+      clamp(key, now)
       last_time = now
     end
-    if last_time ~= nil then
-      if last_time <= cutoff then
-        before = total
-      else
-        -- Most logs hold nothing older than the window: then the oldest entry is the window's
-        -- first, and no entry's total comes before it.
-        local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
-        if oldest > cutoff then
-          first = oldest
-        else
-          local found = redis.call('ZREVRANGEBYSCORE', key, cutoff, '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-          before, before_time = sl_total(found[1]), tonumber(found[2])
-          trim = found[4] ~= nil and tonumber(found[4]) < before_time
+    local charged = writes and operation == 'consume'
+    if charged then
+      local cutoff = now - longest
+      if not last_time then
+        total = 0
+      elseif last_time <= cutoff then
+        -- Nothing left in any window: start the running total afresh.
+        call('DEL', key)
+        total = 0
+        for k = 1, count do
+          s[base + 4 + 2 * k] = 0
         end
-      end
-    end
-    local used = total - before
-    local allowed = cost <= limit and used + cost <= limit
-    if allowed and cost > 0 and not peek then
-      local at = now
-      if last_time == nil or last_time <= cutoff then
-        -- Nothing left in the window: start the running total afresh.
-        if last_time ~= nil then
-          redis.call('DEL', key)
-        end
-        total, before, used = 0, 0, 0
       elseif total + cost > MAX_EXACT then
-        sl_rebase(key, cutoff, before)
-        total, before = total - before, 0
-      elseif trim then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(before_time))
+        -- The longest window starts counting first: its total before is every window's least.
+        local rebased
+        for k = 1, count do
+          if windows[k].period == longest then
+            rebased = s[base + 4 + 2 * k]
+          end
+        end
+        rebase(key, cutoff, rebased)
+        total = total - rebased
+        for k = 1, count do
+          s[base + 4 + 2 * k] = s[base + 4 + 2 * k] - rebased
+        end
+      elseif s[base + 5] then
+        call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(s[base + 5]))
       end
-      total, used = total + cost, used + cost
-      redis.call('ZADD', key, at, struct.pack('>I7', total))
-      redis.call('PEXPIRE', key, period)
-      if used == cost then
+      total = total + cost
+      -- No entry is stamped after now (moved back above), so entries stay in time order.
+      call('ZADD', key, now, pack('>I7', total))
+      call('PEXPIRE', key, longest)
+    elseif writes then
+      if operation == 'refund' then
+        refund(key, now, longest, cost)
+      else
+        undo(key, now, cost)
+      end
+      total, last_time = last(key)
+      s[base + 1], s[base + 2], s[base + 4] = total, last_time, false
+      -- An undo's time is past: the entries it left may outlive a window from it.
+      local ttl = 0
+      if last_time then
+        ttl = min(last_time, now) + longest - now
+      end
+      if ttl > 0 then
+        call('PEXPIRE', key, ttl)
+      else
+        call('DEL', key)
+      end
+    elseif s[base + 3] then
+      s[base + 2] = now
+      call('PEXPIRE', key, longest)
+    end
+    if not s[base + 4] then
+      measure(key, windows, now, cost, s, base)
+    end
+    for k = 1, count do
+      local w = windows[k]
+      local limit, before, first = w.limit, s[base + 4 + 2 * k], s[base + 5 + 2 * k]
+      local used = total - before
+      if charged and used == cost then
         -- The new entry is all the window holds.
-        first = at
+        first = now
       end
-    elseif ahead then
-      redis.call('PEXPIRE', key, period)
+      local remaining, reset_at, fits_at = limit - used, now, -1
+      if remaining < 0 then
+        remaining = 0
+      end
+      if remaining < limit then
+        reset_at, first = fits(key, w, now, remaining + 1, used, before, first)
+      end
+      if cost <= limit then
+        fits_at = fits(key, w, now, cost, used, before, first)
+      end
+      if remaining > WIRE_EXACT then
+        remaining = fmt(remaining)
+      end
+      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
+      n = n + 3
     end
-    local remaining, reset_at = max(0, limit - used), now
-    if remaining < limit then
-      reset_at = sl_fits(key, w, now, remaining + 1, used, before, first)
-    end
-    return append_one(reply, n, allowed, now, remaining, reset_at, sl_fits(key, w, now, cost, used, before, first))
+    return n
   end
 
-  function sliding_log.save(key, log, windows, now)
-    if log.dirty then
-      sl_clamp(key, now)
-      log.dirty = false
-    end
-    local ttl = 0
-    if log.last_time then
-      ttl = min(log.last_time, now) + sl_longest(windows) - now
-    end
-    if ttl > 0 then
-      redis.call('PEXPIRE', key, ttl)
-    else
-      redis.call('DEL', key)
-    end
-  end
-  return sliding_log
+  return module
 end

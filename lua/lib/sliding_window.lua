@@ -1,51 +1,55 @@
--- Sliding window counter: per window, {index, current count, previous count}.
--- Mirrors algorithms/sliding-window.ts: the previous count is weighted by its overlap with the
--- sliding window, as the whole units ceil(previous * overlap / period), exact (numbers.lua).
--- Compact form (counters.lua): the entry's expiry in ms, the current count, the previous count.
--- The expiry is the end of the next window while the current count weighs on it, else the end of
--- this one, so the counts say which window it closes; a time stays meaningful when the period is
--- edited, as in fixed_window.lua.
+-- Sliding window counter. Fields per window: expires_at, count, previous.
+--   expires_at  when the state stops counting: the end of the window after the current one while
+--               count > 0 (the count weighs on that window as its previous one), else the end of
+--               the current window; also the key's expiry, so a charge that keeps it keeps the
+--               TTL with SET … KEEPTTL
+--   count       units charged in the current window
+--   previous    units charged in the window before it
+-- Compact: expires_at, count, previous (counter_state.lua). Mirrors algorithms/sliding-window.ts,
+-- whose index is (expires_at - 1) // period, less 1 while count > 0. The previous count is
+-- weighted by its overlap with the sliding window, as the whole units ceil(previous × overlap /
+-- period), exact (numbers.lua). Version 0.1.0's text layout held `period index count previous`.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_window_module()
-  local steps = { arity = 3 }
+  local module = {}
 
-  -- A window a faster clock counted in is taken as ours: it ends within two periods of now.
-  function steps.clamp(w, now, index, count, previous)
-    local now_index = floor(now / w.period)
-    if index > now_index then
-      return now_index, count, previous
+  -- The index of the current window of stored fields. (x - x % period) / period is
+  -- floor(x / period) without a call, exact for times (numbers.lua).
+  local function index_of(period, expires_at, count)
+    local last = expires_at - 1
+    local index = (last - last % period) / period
+    if count > 0 then
+      return index - 1
     end
-    return index, count, previous
+    return index
   end
 
-  function steps.current(w, now, index, count, previous)
-    local now_index = floor(now / w.period)
-    if index == nil then
-      return now_index, 0, 0
+  local function expires_at_of(period, index, count)
+    if count > 0 then
+      return (index + 2) * period
     end
-    if index >= now_index then
-      return index, count, previous
-    end
-    if index == now_index - 1 then
-      return now_index, 0, count
-    end
-    return now_index, 0, 0
+    return (index + 1) * period
   end
 
-  -- How much of the previous window the sliding window still covers, in ms.
-  local function overlap(w, index, now)
-    return w.period - max(0, now - index * w.period)
+  local function legacy(w, index, count, previous)
+    return expires_at_of(w.period, index, count), count, previous
   end
 
-  function steps.fits(w, now, need, index, count, previous)
-    local limit, period = w.limit, w.period
-    if need > limit then
-      return NEVER
+  -- The previous count's weight on the sliding window: its whole units ceil(previous × overlap /
+  -- period), overlap being how much of the previous window the sliding window still covers (ms).
+  local function weighted(period, index, now, previous)
+    if previous == 0 then
+      return 0
     end
+    return ceil_ratio(previous, period - max(0, now - index * period), period)
+  end
+
+  -- When `need` units fit, need <= limit.
+  local function fits(limit, period, now, need, index, count, previous)
     local room = limit - need - count
     if room >= 0 then
-      if ceil_ratio(previous, overlap(w, index, now), period) <= room then
+      if weighted(period, index, now, previous) <= room then
         return now
       end
       return max(now, (index + 1) * period - largest_within(previous, room, period))
@@ -54,98 +58,124 @@ local function sliding_window_module()
     return (index + 2) * period - largest_within(count, limit - need, period)
   end
 
-  function steps.remaining(w, now, index, count, previous)
-    return max(0, w.limit - count - ceil_ratio(previous, overlap(w, index, now), w.period))
+  -- A target's cells: [1] true when the state read was stamped by a faster clock (it must be
+  -- written back), else the compact expires_at read (false: none), then expires_at, count,
+  -- previous per window.
+  function module.width(windows)
+    return 1 + 3 * windows
   end
 
-  function steps.charge(_, _, cost, index, count, previous)
-    return index, count + cost, previous
-  end
-
-  -- What the window still counts of the units goes back: the current count first, then the
-  -- previous one, which holds them once the window has rolled over.
-  function steps.refund(_, _, cost, index, count, previous)
-    local from_current = min(count, cost)
-    return index, count - from_current, max(0, previous - (cost - from_current))
-  end
-
-  -- Takes back a charge made at `now`: from the current count, or from the previous one if the
-  -- window has moved on since.
-  function steps.undo(w, now, cost, index, count, previous)
-    local then_index = floor(now / w.period)
-    if index == then_index then
-      return index, max(0, count - cost), previous
+  function module.check(key, windows, now, cost, operation, s, base)
+    s[base + 1] = read_counter(key, windows, s, base + 1, 3, legacy)
+    -- An undo takes back a charge made at its past `now`: it works on the stored fields.
+    if operation == 'undo' then
+      return true
     end
-    if index == then_index + 1 then
-      return index, count, max(0, previous - cost)
-    end
-    return index, count, previous
-  end
-
-  -- The current count still weighs on the next window, as its previous one.
-  function steps.expires(w, index, count, previous)
-    if count > 0 then
-      return (index + 2) * w.period
-    end
-    if previous > 0 then
-      return (index + 1) * w.period
-    end
-    return 0
-  end
-
-  function steps.from_compact(w, expiry, count, previous)
-    local index = floor((expiry - 1) / w.period)
-    if count > 0 then
-      index = index - 1
-    end
-    return index, count, previous
-  end
-
-  function steps.to_compact(w, index, count, previous)
-    return steps.expires(w, index, count, previous), count, previous
-  end
-
-  -- The one-window decision by hand (see counter_module.lua): the steps above, inlined.
-  function steps.one(key, w, now, cost, peek, reply, n, raw)
-    local period, limit, fits = w.period, w.limit, steps.fits
-    local index, count, previous, stored_expiry, ahead = floor(now / period), 0, 0, nil, false
-    if raw then
-      local expiry, stored_count, stored_previous = unpack_digits(raw, 3)
-      stored_expiry = expiry
-      local at = floor((expiry - 1) / period)
-      if stored_count > 0 then
-        at = at - 1
-      end
-      if at >= index then
-        -- A window ahead of ours (a faster clock's) is taken as ours, and so written back.
-        count, previous, ahead = stored_count, stored_previous, at > index
-      elseif at == index - 1 then
-        previous = stored_count
-      end
-    end
-    local fits_now = fits(w, now, cost, index, count, previous)
-    local allowed = fits_now == now
-    local charging = allowed and cost > 0 and not peek
-    if charging or ahead then
-      if charging then
-        count = count + cost
-      end
-      local expiry = steps.expires(w, index, count, previous)
-      local value = pack_digits(expiry, count, previous)
-      if value and expiry == stored_expiry then
-        redis.call('SET', key, value, 'KEEPTTL')
+    local fit, moved, checks = true, false, operation ~= 'refund'
+    for k = 1, #windows do
+      local w, i = windows[k], base + 3 * k - 2
+      local period, limit = w.period, w.limit
+      local index = (now - now % period) / period
+      local expires_at, count, previous = s[i + 1], s[i + 2], s[i + 3]
+      if expires_at == nil then
+        count, previous = 0, 0
       else
-        value = value or (fmt(period) .. ' ' .. fmt(index) .. ' ' .. fmt(count) .. ' ' .. fmt(previous))
-        redis.call('SET', key, value, 'PX', expiry - now)
+        local stored = index_of(period, expires_at, count)
+        if stored > index then
+          -- A window a faster clock counted in is taken as ours: it ends within two periods of now.
+          moved = true
+        elseif stored == index - 1 then
+          count, previous = 0, count
+        elseif stored < index then
+          count, previous = 0, 0
+        end
       end
-      fits_now = fits(w, now, cost, index, count, previous)
+      s[i + 1], s[i + 2], s[i + 3] = expires_at_of(period, index, count), count, previous
+      if checks then
+        local room = limit - cost - count
+        if room < 0 or weighted(period, index, now, previous) > room then
+          fit = false
+        end
+      end
     end
-    local remaining, reset_at = steps.remaining(w, now, index, count, previous), now
-    if remaining < limit then
-      reset_at = fits(w, now, remaining + 1, index, count, previous)
+    if moved then
+      s[base + 1] = true
     end
-    return append_one(reply, n, allowed, now, remaining, reset_at, fits_now)
+    return fit
   end
 
-  return counter_module(steps)
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+    local latest, undo = 0, operation == 'undo'
+    for k = 1, #windows do
+      local w, i = windows[k], base + 3 * k - 2
+      local period, limit = w.period, w.limit
+      local index = (now - now % period) / period
+      local expires_at, count, previous = s[i + 1], s[i + 2], s[i + 3]
+      if undo then
+        if expires_at == nil then
+          count, previous = 0, 0
+        else
+          local stored = index_of(period, expires_at, count)
+          -- From the current count, or from the previous one if the window has moved on since.
+          if writes then
+            if stored == index then
+              count = max(0, count - cost)
+            elseif stored == index + 1 then
+              previous = max(0, previous - cost)
+            end
+            s[i + 1], s[i + 2], s[i + 3] = expires_at_of(period, stored, count), count, previous
+          end
+          if count > 0 or previous > 0 then
+            latest = max(latest, expires_at_of(period, stored, count))
+          end
+          -- The answer is as of now, which the stored window may have left behind.
+          if stored >= index then
+            index = stored
+          elseif stored == index - 1 then
+            count, previous = 0, count
+          else
+            count, previous = 0, 0
+          end
+        end
+      else
+        if writes then
+          if operation == 'consume' then
+            count = count + cost
+          else
+            -- What the window still counts of the units goes back: the current count first, then
+            -- the previous one, which holds them once the window has rolled over.
+            local from_current = min(count, cost)
+            count, previous = count - from_current, max(0, previous - (cost - from_current))
+          end
+          s[i + 1], s[i + 2], s[i + 3] = expires_at_of(period, index, count), count, previous
+        end
+        if (count > 0 or previous > 0) and s[i + 1] > latest then
+          latest = s[i + 1]
+        end
+      end
+      local remaining = limit - count - weighted(period, index, now, previous)
+      if remaining < 0 then
+        remaining = 0
+      end
+      local reset_at, fits_at = now, -1
+      if remaining < limit then
+        reset_at = fits(limit, period, now, remaining + 1, index, count, previous)
+      end
+      if cost <= limit then
+        fits_at = fits(limit, period, now, cost, index, count, previous)
+      end
+      if remaining > WIRE_EXACT then
+        remaining = fmt(remaining)
+      end
+      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
+      n = n + 3
+    end
+    local read = s[base + 1]
+    if writes or read == true then
+      write_counter(key, windows, s, base + 1, 3, latest, now, read)
+    end
+    return n
+  end
+
+  return module
 end

@@ -136,7 +136,7 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
           expect(decision.windows[1]?.remaining, `hit ${hit}`).toBe(1000 - 2)
         }
         const { value, encoding, ttlMs } = await stored(key)
-        expect({ hit, textual: value?.includes(' '), int: encoding === 'int', ttl: ttlMs > 0 }).toEqual({
+        expect({ hit, textual: value?.includes(':'), int: encoding === 'int', ttl: ttlMs > 0 }).toEqual({
           hit,
           textual: !byOne,
           int: byOne,
@@ -174,7 +174,7 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
         await same(redis.consume('r', ID, { cost }), memory.consume('r', ID, { cost }), `step ${step}: cost ${cost}`)
         await same(redis.peek('r', ID), memory.peek('r', ID), `step ${step}: peek`)
         const { value, ttlMs } = await stored(key)
-        if (value !== null) forms.add(value.includes(' ') ? 'textual' : 'compact')
+        if (value !== null) forms.add(value.includes(':') ? 'textual' : 'compact')
         expect(ttlMs, `step ${step}`).toBeGreaterThan(0)
       }
       expect([...forms].sort()).toEqual(['compact', 'textual'])
@@ -195,7 +195,7 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
       encoding: 'embstr',
     })
     await same(redis.consume('r', ID), memory.consume('r', ID), 'one more, now textual')
-    expect((await stored(keyOf('fixed-window', prefix))).value).toContain(' ')
+    expect((await stored(keyOf('fixed-window', prefix))).value).toContain(':')
   })
 
   it.each(COUNTERS)(

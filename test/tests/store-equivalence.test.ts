@@ -97,9 +97,9 @@ describe('MemoryStore and RedisStore decide identically', () => {
   })
 })
 
-// The decide script takes a shorter path for a consume or peek of one target with one window:
-// these rules exercise it on every step, across window boundaries, costs over the limit and
-// states that have expired.
+// One target with one window, the commonest decision and the one whose speed is measured most:
+// these rules take it on every step, across window boundaries, costs over the limit, states that
+// have expired, and both encodings of a counter's state.
 describe('MemoryStore and RedisStore decide one-window rules identically', () => {
   let client: Redis
   beforeAll(() => {
@@ -114,7 +114,7 @@ describe('MemoryStore and RedisStore decide one-window rules identically', () =>
     const rules = {
       small: { algorithm, windows: [{ limit: 7, period: '3s' }] },
       wide: { algorithm, windows: [{ limit: 60, period: '1m' }] },
-      // Too large to pack: a bucket's level stays textual, which the shorter path reads too.
+      // Counts and deficits too large to pack: the state goes between its compact and text forms.
       huge: { algorithm, windows: [{ limit: 2_000_000_000, period: '1m' }] },
     } satisfies RulesOptions
     const limiters: Limiter[] = [

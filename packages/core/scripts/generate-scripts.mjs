@@ -7,8 +7,9 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const luaRoot = join(dirname(fileURLToPath(import.meta.url)), '../../../lua')
-const output = join(dirname(fileURLToPath(import.meta.url)), '../src/scripts/generated.ts')
+// Arguments, for measuring an edited copy of lua/ (bench/README.md): the copy, and where to write.
+const luaRoot = process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '../../../lua')
+const output = process.argv[3] ?? join(dirname(fileURLToPath(import.meta.url)), '../src/scripts/generated.ts')
 const scripts = { decide: 'decide.lua' }
 
 function splice(path, included) {

@@ -83,7 +83,7 @@ export function decodeReply(replies: readonly unknown[], at: number, width: numb
     const remaining = replies[i] as number | string
     const fitsAt = replies[i + 2] as number
     windows.push({
-      // Text when it is within 128 of 2^53 (lua/lib/reply.lua), which RESP3 clients would round.
+      // Text when it is within 128 of 2^53 (lua/lib/numbers.lua), which RESP3 clients would round.
       remaining: typeof remaining === 'number' ? remaining : Number(remaining),
       resetAtMs: replies[i + 1] as number,
       fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
