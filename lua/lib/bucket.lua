@@ -153,5 +153,48 @@ local function bucket_module()
     return n
   end
 
+  -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
+  -- `at`, without a check: they were admitted already. A segment older than the bucket's last
+  -- measurement counts as of that measurement, which refills it no more than it should. Returns
+  -- the whole units pushed above a limit.
+  function module.add(key, windows, now, segments, s)
+    read_counter(key, windows, s, 0, 2, legacy)
+    local over = 0
+    for j = 1, #segments, 2 do
+      local at, units = min(segments[j], now), segments[j + 1]
+      local above = 0
+      for k = 1, #windows do
+        local w, i = windows[k], 2 * k - 1
+        local per_token, per_ms, capacity = w.per_token, w.per_ms, w.capacity
+        if not per_token then
+          per_token, per_ms, capacity = scale(w)
+        end
+        local measured_at, deficit = s[i], s[i + 1]
+        if measured_at == nil then
+          measured_at, deficit = at, 0
+        elseif measured_at < at then
+          deficit, measured_at = refilled(deficit, per_ms, capacity, measured_at, at), at
+        end
+        deficit = max(0, deficit + units * per_token)
+        s[i], s[i + 1] = measured_at, deficit
+        local used = floor(deficit / per_token)
+        if units > 0 and used - w.limit > above then
+          above = min(units, used - w.limit)
+        end
+      end
+      over = over + above
+    end
+    local latest = 0
+    for k = 1, #windows do
+      local i = 2 * k - 1
+      if s[i] ~= nil and s[i + 1] > 0 then
+        local _, per_ms = scale(windows[k])
+        latest = max(latest, s[i] + ceil(s[i + 1] / per_ms))
+      end
+    end
+    write_counter(key, windows, s, 0, 2, latest, now, nil)
+    return over
+  end
+
   return module
 end

@@ -116,5 +116,63 @@ local function fixed_window_module()
     return n
   end
 
+  -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
+  -- `at`, to the windows they were admitted in, without a check: they were admitted already.
+  -- `side` is a key that keeps each window's last finished count for a period more, so that a
+  -- process syncing after another has moved the window on still adds to the window its units
+  -- belong to. Returns the units pushed above a limit, in the order Redis applied them.
+  function module.add(key, side, windows, now, segments, s)
+    read_counter(key, windows, s, 0, 2, legacy)
+    read_counter(side, windows, s, 2 * #windows, 2, legacy)
+    local over, last = 0, 2 * #windows
+    for j = 1, #segments, 2 do
+      local at, units = min(segments[j], now), segments[j + 1]
+      local above = 0
+      for k = 1, #windows do
+        local w, i = windows[k], 2 * k - 1
+        local period = w.period
+        local ends_at = at - at % period + period
+        local stored = s[i]
+        if stored == nil or stored < ends_at then
+          if stored ~= nil and s[i + 1] > 0 then
+            s[last + i], s[last + i + 1] = stored, s[i + 1]
+          end
+          s[i], s[i + 1] = ends_at, 0
+          stored = ends_at
+        end
+        local at_count = i
+        if stored > ends_at then
+          at_count = nil
+          if s[last + i] == ends_at then
+            at_count = last + i
+          end
+        end
+        if at_count then
+          local count = max(0, s[at_count + 1] + units)
+          s[at_count + 1] = count
+          if units > 0 and count - w.limit > above then
+            above = min(units, count - w.limit)
+          end
+        end
+      end
+      over = over + above
+    end
+    local expires_at, side_expires_at = 0, 0
+    for k = 1, #windows do
+      local i = 2 * k - 1
+      if s[i + 1] > 0 and s[i] > expires_at then
+        expires_at = s[i]
+      end
+      if s[last + i] ~= nil and s[last + i + 1] > 0 and s[last + i] + windows[k].period > side_expires_at then
+        side_expires_at = s[last + i] + windows[k].period
+      end
+    end
+    write_counter(key, windows, s, 0, 2, expires_at, now, nil)
+    if side_expires_at > 0 then
+      write_counter(side, windows, s, last, 2, side_expires_at, now, nil)
+    end
+    return over
+  end
+
   return module
 end

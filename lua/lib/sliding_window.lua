@@ -177,5 +177,54 @@ local function sliding_window_module()
     return n
   end
 
+  -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
+  -- `at`, to the window they were admitted in, without a check: they were admitted already. A
+  -- segment of the window before the stored one adds to its previous count. Returns the units
+  -- pushed above a limit, weighing the previous count as of each segment's time.
+  function module.add(key, windows, now, segments, s)
+    read_counter(key, windows, s, 0, 3, legacy)
+    local over = 0
+    for j = 1, #segments, 2 do
+      local at, units = min(segments[j], now), segments[j + 1]
+      local above = 0
+      for k = 1, #windows do
+        local w, i = windows[k], 3 * k - 2
+        local period = w.period
+        local index = (at - at % period) / period
+        local stored, count, previous = index, 0, 0
+        if s[i] ~= nil then
+          stored, count, previous = index_of(period, s[i], s[i + 1]), s[i + 1], s[i + 2]
+        end
+        if index == stored + 1 then
+          stored, count, previous = index, 0, count
+        elseif index > stored then
+          stored, count, previous = index, 0, 0
+        end
+        local used = nil
+        if index == stored then
+          count = max(0, count + units)
+          used = count + weighted(period, stored, at, previous)
+        elseif index == stored - 1 then
+          previous = max(0, previous + units)
+          used = count + weighted(period, stored, now, previous)
+        end
+        s[i], s[i + 1], s[i + 2] = expires_at_of(period, stored, count), count, previous
+        if used and units > 0 and used - w.limit > above then
+          above = min(units, used - w.limit)
+        end
+      end
+      over = over + above
+    end
+    local latest = 0
+    for k = 1, #windows do
+      local i = 3 * k - 2
+      if s[i] ~= nil and (s[i + 1] > 0 or s[i + 2] > 0) and s[i] > latest then
+        latest = s[i]
+      end
+    end
+    write_counter(key, windows, s, 0, 3, latest, now, nil)
+    return over
+  end
+
   return module
 end

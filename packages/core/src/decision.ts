@@ -11,6 +11,9 @@ import type { TollgateError } from './errors.js'
  * - `store-error-denied`: the same with the policy `'deny'` (fail closed).
  * - `local-fallback`: the same with the policy `'local'`: decided on an in-process store with the
  *   same rules; `allowed` and `windows` are that store's answer, `error` the store's failure.
+ * - `degraded-local`: a HybridStore whose syncs stopped reaching Redis decided on this process's
+ *   own count against its outage policy's limits (`'local-share'`, `'local-full'`); `error` says
+ *   since when.
  */
 export type DecisionReason =
   | 'ok'
@@ -19,6 +22,7 @@ export type DecisionReason =
   | 'store-error-allowed'
   | 'store-error-denied'
   | 'local-fallback'
+  | 'degraded-local'
 
 export interface WindowState {
   /** The rule this window belongs to: the decision's own rule or one of its parents. @example 'auth.createToken' */
@@ -52,6 +56,6 @@ export interface Decision {
   nowMs: number
   /** Every window of the rule and its parents, for every identifier: rule order, then identifier order, then window order. Empty when the store failed. */
   windows: WindowState[]
-  /** For `store-error-*` and `local-fallback` reasons: the store's failure (code `TG_STORE`), its original error as `cause`. */
+  /** For `store-error-*`, `local-fallback` and `degraded-local` reasons: the store's failure (code `TG_STORE`), its original error as `cause`. */
   error?: TollgateError
 }

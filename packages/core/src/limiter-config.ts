@@ -117,9 +117,11 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
   )
   const breaker = breakerSettingsOf(options.breaker)
   const warn = onWarning as WarningHandler
+  const rules = resolveRules(options.rules, warn, dryRun)
+  if (store !== undefined) checkAlgorithmsSupported(store, rules)
   return {
     store,
-    rules: resolveRules(options.rules, warn, dryRun),
+    rules,
     onWarning: warn,
     breaker,
     onStoreError,
@@ -132,4 +134,17 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
 function isStore(value: unknown): value is Store {
   const store = value as Partial<Store> | null
   return typeof store?.evaluate === 'function' && typeof store.reset === 'function'
+}
+
+/** A store that decides only some algorithms (a HybridStore: no sliding log) refuses the others' rules here, by name. */
+function checkAlgorithmsSupported(store: Store, rules: ReadonlyMap<string, Rule>): void {
+  const supported = store.supportedAlgorithms
+  if (supported === undefined) return
+  for (const rule of rules.values()) {
+    if (!supported.includes(rule.algorithm)) {
+      throw new TollgateConfigError(
+        `rule '${rule.name}': algorithm '${rule.algorithm}' cannot run on ${store.constructor.name}; use ${supported.map((a) => `'${a}'`).join(', ')}`,
+      )
+    }
+  }
 }

@@ -193,7 +193,21 @@ export class StoreCaller {
     } catch (cause) {
       return this.failureDecision(plan, cause, false)
     }
+    if (result.outage !== undefined) return this.outageDecision(plan, result, result.outage)
     return this.answerDecision(plan, result, false)
+  }
+
+  /** An in-process store decided without its shared state: its policy's decision, with why. */
+  private outageDecision(
+    plan: DecisionPlan,
+    result: StoreResult,
+    outage: NonNullable<StoreResult['outage']>,
+  ): Decision {
+    if (outage.policy !== 'local') return storeFailureDecision(plan.rule.name, plan.cost, outage.policy, outage.error)
+    const decision = decisionOf(plan, result)
+    if (decision.reason !== 'dry-run') decision.reason = 'degraded-local'
+    decision.error = outage.error
+    return decision
   }
 
   private decisionWithoutStore(plan: DecisionPlan, error: TollgateError): Decision {

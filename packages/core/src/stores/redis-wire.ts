@@ -8,7 +8,7 @@ import type { StoreOperation, StoreTarget, StoreWindowResult } from './store.js'
  */
 
 /** The code the decide script runs an algorithm by: token buckets and GCRA are one model there. */
-const SCRIPT_ALGORITHM: Readonly<Record<AlgorithmName, string>> = {
+export const SCRIPT_ALGORITHM: Readonly<Record<AlgorithmName, string>> = {
   'sliding-log': 'sl',
   'fixed-window': 'fw',
   'sliding-window': 'sw',

@@ -1,3 +1,4 @@
+import type { TollgateError } from '../errors.js'
 import type { AlgorithmName, Window } from '../rules.js'
 
 /** One (rule, identifier) pair of a decision: its windows are checked and charged together. */
@@ -44,6 +45,14 @@ export interface StoreResult {
    * so that a refused request consumes nothing even then.
    */
   revert?: () => Promise<void>
+  /**
+   * Set by a store that decided without its shared state (a HybridStore whose syncs stopped
+   * reaching Redis): `'local'` when it decided on this process's share of the limits (the
+   * decision's reason is then `'degraded-local'`), `'allow'` or `'deny'` when its policy lets
+   * every request through or refuses it (reasons `store-error-allowed` / `store-error-denied`;
+   * `windows` is then empty). `error` says why.
+   */
+  outage?: { policy: 'local' | 'allow' | 'deny'; error: TollgateError }
 }
 
 /** Where a store delivers an answer given through `evaluateInto`. */
@@ -57,6 +66,11 @@ export interface StoreReceiver {
  * at once and answers all or nothing, which a per-key `increment` interface could not promise.
  */
 export interface Store {
+  /**
+   * The algorithms this store can decide, when not all of them: `createLimiter` refuses a rule
+   * of any other with a `TollgateConfigError` naming the rule.
+   */
+  readonly supportedAlgorithms?: readonly AlgorithmName[]
   evaluate(request: StoreRequest): Promise<StoreResult>
   /**
    * The same answer at once, for stores that keep their state in the process. When a store has

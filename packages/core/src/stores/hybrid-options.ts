@@ -1,0 +1,193 @@
+import type { Clock } from '../clock.js'
+import { describeValue, TollgateConfigError } from '../errors.js'
+import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import type { WarningHandler } from '../rules.js'
+import type { RedisClientLike } from './redis-store.js'
+
+/**
+ * What a HybridStore decides with once Redis has not answered a sync for `outage.afterMs`:
+ * - `'local-share'`: each process admits ⌈limit ÷ live processes⌉ per window on its own, the
+ *   processes counted in Redis as those that synced within the last three intervals;
+ * - `'local-full'`: each process admits the whole limit on its own;
+ * - `'allow'` / `'deny'`: every request passes / is refused, as the limiter's `onStoreError`.
+ */
+export type OutagePolicy = 'local-share' | 'local-full' | 'allow' | 'deny'
+
+export const OUTAGE_POLICIES: readonly OutagePolicy[] = ['local-share', 'local-full', 'allow', 'deny']
+
+export interface HybridOutageOptions {
+  /** @default 'local-share' */
+  policy?: OutagePolicy
+  /**
+   * How long without a good sync before decisions follow `policy`.
+   * @default 3 × syncIntervalMs
+   */
+  afterMs?: number
+}
+
+export interface HybridStoreOptions {
+  /**
+   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`. The store
+   * never closes it.
+   */
+  client: RedisClientLike
+  /**
+   * Prepended to every key: the keys are a `RedisStore`'s with the same prefix, so that the two
+   * share counters. Must not contain `{` or `}`.
+   * @default 'tg:'
+   */
+  prefix?: string
+  /**
+   * How often this process pushes what it admitted and pulls the fleet's totals. The
+   * over-admission bound grows with it (README, "Hybrid store").
+   * @default 1000
+   */
+  syncIntervalMs?: number
+  /**
+   * Whether a timer syncs every `syncIntervalMs` (±10%, unref'd). `false`: nothing syncs until
+   * `syncNow()`.
+   * @default true
+   */
+  autoSync?: boolean
+  /**
+   * The only time source when given, for decisions and for the sync script alike (tests move it).
+   * By default: this process's monotonic time, offset to Redis `TIME` as measured at each sync.
+   * @example () => Date.now()
+   */
+  clock?: Clock
+  /** What decides while Redis does not answer. @default { policy: 'local-share', afterMs: 3 × syncIntervalMs } */
+  outage?: HybridOutageOptions
+  /**
+   * The most keys tracked in the process. Past it, a key not used since the eviction hand last
+   * passed goes, synced keys first in practice (a key with units not yet pushed is marked used
+   * by every decision that charges it).
+   * @default 1_000_000
+   */
+  maxTrackedKeys?: number
+  /**
+   * Whether, between syncs, the units other processes admitted are assumed to go on at the rate
+   * seen between this process's last two syncs of the key, as YARL does. `false`: a window's use
+   * is the last synced total plus what this process admitted since.
+   * @default true
+   */
+  extrapolate?: boolean
+  /**
+   * How long a sync waits for Redis before it reports a failure; its units are pushed again at
+   * the next sync if Redis never took them.
+   * @default syncIntervalMs
+   */
+  syncTimeoutMs?: number
+  /**
+   * Where the store's warnings go (`TG_HYBRID_DEGRADED` when decisions start following the outage
+   * policy, `TG_HYBRID_RECOVERED` when a sync succeeds again).
+   * @default process.emitWarning
+   */
+  onWarning?: WarningHandler
+}
+
+const OPTION_KEYS = optionKeys<HybridStoreOptions>({
+  client: true,
+  prefix: true,
+  syncIntervalMs: true,
+  autoSync: true,
+  clock: true,
+  outage: true,
+  maxTrackedKeys: true,
+  extrapolate: true,
+  syncTimeoutMs: true,
+  onWarning: true,
+})
+const OUTAGE_KEYS = optionKeys<HybridOutageOptions>({ policy: true, afterMs: true })
+
+/** The longest delay a Node timer holds (a signed 32-bit number of ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+export interface HybridConfig {
+  readonly client: RedisClientLike
+  readonly prefix: string
+  readonly syncIntervalMs: number
+  readonly autoSync: boolean
+  readonly clock: Clock | undefined
+  readonly outagePolicy: OutagePolicy
+  readonly outageAfterMs: number
+  readonly maxTrackedKeys: number
+  readonly extrapolate: boolean
+  readonly syncTimeoutMs: number
+  readonly warn: WarningHandler
+}
+
+const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
+
+export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
+  const raw = checkOptionsObject(options, OPTION_KEYS, 'HybridStore options', { shape: '{ client }' })
+  const client = raw.client as RedisClientLike
+  if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function') {
+    throw new TollgateConfigError(
+      `HybridStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
+    )
+  }
+  const prefix = raw.prefix ?? 'tg:'
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new TollgateConfigError(
+      `HybridStore option prefix must be a string without '{' or '}', got ${describeValue(prefix)}`,
+    )
+  }
+  const syncIntervalMs = wholeMs(raw.syncIntervalMs ?? 1000, 'syncIntervalMs', 10)
+  const autoSync = raw.autoSync ?? true
+  if (typeof autoSync !== 'boolean') {
+    throw new TollgateConfigError(`HybridStore option autoSync must be true or false, got ${describeValue(autoSync)}`)
+  }
+  const { clock } = raw
+  if (clock !== undefined && typeof clock !== 'function') {
+    throw new TollgateConfigError(`HybridStore option clock must be a function, got ${describeValue(clock)}`)
+  }
+  const outage = checkOptionsObject(raw.outage ?? {}, OUTAGE_KEYS, 'HybridStore option outage', {
+    shape: '{ policy, afterMs }',
+  })
+  const outagePolicy = outage.policy ?? 'local-share'
+  if (!OUTAGE_POLICIES.includes(outagePolicy as OutagePolicy)) {
+    throw new TollgateConfigError(
+      `HybridStore option outage.policy must be ${OUTAGE_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describeValue(outagePolicy)}`,
+    )
+  }
+  const outageAfterMs = wholeMs(outage.afterMs ?? 3 * syncIntervalMs, 'outage.afterMs', 0)
+  const maxTrackedKeys = raw.maxTrackedKeys ?? 1_000_000
+  if (typeof maxTrackedKeys !== 'number' || !Number.isSafeInteger(maxTrackedKeys) || maxTrackedKeys < 1) {
+    throw new TollgateConfigError(
+      `HybridStore option maxTrackedKeys must be a positive integer, got ${describeValue(maxTrackedKeys)}`,
+    )
+  }
+  const extrapolate = raw.extrapolate ?? true
+  if (typeof extrapolate !== 'boolean') {
+    throw new TollgateConfigError(
+      `HybridStore option extrapolate must be true or false, got ${describeValue(extrapolate)}`,
+    )
+  }
+  const syncTimeoutMs = wholeMs(raw.syncTimeoutMs ?? syncIntervalMs, 'syncTimeoutMs', 1)
+  const warn = raw.onWarning ?? emitWarning
+  if (typeof warn !== 'function') {
+    throw new TollgateConfigError(`HybridStore option onWarning must be a function, got ${describeValue(warn)}`)
+  }
+  return {
+    client,
+    prefix,
+    syncIntervalMs,
+    autoSync,
+    clock: clock as Clock | undefined,
+    outagePolicy: outagePolicy as OutagePolicy,
+    outageAfterMs,
+    maxTrackedKeys,
+    extrapolate,
+    syncTimeoutMs,
+    warn: warn as WarningHandler,
+  }
+}
+
+function wholeMs(value: unknown, name: string, least: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < least || value > MAX_TIMER_MS) {
+    throw new TollgateConfigError(
+      `HybridStore option ${name} must be whole milliseconds from ${least} to ${MAX_TIMER_MS}, got ${describeValue(value)}`,
+    )
+  }
+  return value
+}

@@ -1,0 +1,46 @@
+import type { Window } from '../rules.js'
+import { evaluateLocally, type StateTable } from './evaluate-locally.js'
+import type { StoreRequest, StoreResult } from './store.js'
+
+/**
+ * What a HybridStore decides on while no sync reaches Redis and its outage policy is local: each
+ * process counts only what it admits itself from the outage on, against its share of each limit
+ * (⌈limit ÷ processes⌉; the whole limit when `processes` is 1, as `'local-full'` asks).
+ */
+export class OutageTable {
+  private readonly states = new Map<string, { state: unknown; expiresAt: number }>()
+  private readonly shares = new WeakMap<readonly Window[], readonly Window[]>()
+  private readonly table: StateTable = {
+    get: (key, now) => {
+      const held = this.states.get(key)
+      if (held === undefined) return undefined
+      if (held.expiresAt <= now) {
+        this.states.delete(key)
+        return undefined
+      }
+      return held.state
+    },
+    set: (key, state, expiresAt) => {
+      this.states.set(key, { state, expiresAt })
+    },
+    delete: (key) => {
+      this.states.delete(key)
+    },
+  }
+
+  constructor(private readonly processes: number) {}
+
+  evaluate(keys: readonly string[], request: StoreRequest, now: number): StoreResult {
+    const targets = request.targets.map((target) => ({ ...target, windows: this.share(target.windows) }))
+    return evaluateLocally(this.table, keys, { ...request, targets }, now)
+  }
+
+  private share(windows: readonly Window[]): readonly Window[] {
+    let shared = this.shares.get(windows)
+    if (shared === undefined) {
+      shared = windows.map((window) => ({ ...window, limit: Math.ceil(window.limit / this.processes) }))
+      this.shares.set(windows, shared)
+    }
+    return shared
+  }
+}

@@ -1,0 +1,531 @@
+import { randomBytes } from 'node:crypto'
+import { EventEmitter } from 'node:events'
+import calculateSlot from 'cluster-key-slot'
+import { timeFrom } from '../clock.js'
+import { TollgateError } from '../errors.js'
+import { KeyBuilder } from '../keys.js'
+import type { AlgorithmName } from '../rules.js'
+import { syncScript } from '../scripts/generated.js'
+import { ClientErrors, type ErrorEvents } from './client-errors.js'
+import { evaluateLocally, type StateTable } from './evaluate-locally.js'
+import { EvictionRing } from './eviction-ring.js'
+import { ServerAlignedClock } from './hybrid-clock.js'
+import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
+import { OutageTable } from './hybrid-outage.js'
+import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
+import { TrackedKey, unitsOf, usedOf } from './hybrid-tracked-key.js'
+import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
+import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
+
+/** What `syncNow()` resolves to, and each `sync` event carries. */
+export interface SyncReport {
+  /** Keys pushed or pulled. */
+  keys: number
+  /**
+   * Units this process pushed above a window's limit in Redis's totals, applied in the order
+   * Redis ran the syncs: for fixed windows, the sum over every process equals admitted − limit.
+   */
+  overAdmitted: number
+  /** Units pushed, refunds subtracted. */
+  pushedUnits: number
+  durationMs: number
+  /** Live processes Redis counted at this sync; undefined when it failed. */
+  instances?: number
+  /** Why the sync failed (code `TG_STORE`); its units are pushed again at the next sync. */
+  error?: TollgateError
+}
+
+export interface HybridStats {
+  trackedKeys: number
+  /** Keys with units Redis has not taken yet. */
+  dirtyKeys: number
+  /** When the last sync that reached Redis ended (the store's clock, ms); 0 before the first. */
+  lastSyncAtMs: number
+  /** Since the last good sync (or since the store started, before the first). */
+  stalenessMs: number
+  /** Live processes at the last good sync (1 before it). */
+  instances: number
+  /** `'degraded'` once `outage.afterMs` passed without a good sync: decisions follow the outage policy. */
+  mode: 'synced' | 'degraded'
+  /** Keys dropped by `maxTrackedKeys` with units not yet pushed: those units never reach Redis. */
+  evictedUnsynced: number
+}
+
+export interface HybridStoreEvents {
+  sync: [report: SyncReport]
+}
+
+const COUNTER_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra']
+const COMMAND = `tollgateSync${syncScript.sha1.slice(0, 12)}`
+/** Expired keys the sync looks at per run to drop them, beside pushing: the sweep goes round in slices. */
+const SWEEP_PER_SYNC = 10_000
+
+/**
+ * Decides in the process, on counters it syncs with Redis about once a second (the YARL design):
+ * a decision never waits on Redis and costs what an in-process decision costs, and Redis sees one
+ * script call per chunk of keys per interval, whatever the request rate. The keys and their
+ * layout are a RedisStore's with the same prefix, so that the two share counters.
+ *
+ * With N processes syncing every T and a load R spread evenly over them, a window admits about
+ * R·T·(N−1)/N above its limit under steady overload, never more than R·(2T + RTT)·(N−1)/N; one
+ * process is exact. Each sync reports the units it pushed above a limit (`overAdmitted`).
+ * The sliding log cannot be summed: `createLimiter` refuses it on this store.
+ */
+export class HybridStore extends EventEmitter<HybridStoreEvents> implements Store {
+  readonly supportedAlgorithms = COUNTER_ALGORITHMS
+  private readonly config: HybridConfig
+  private readonly keys: KeyBuilder
+  private readonly cluster: boolean
+  private readonly runSync: SyncCommand
+  private readonly aligned: ServerAlignedClock | undefined
+  private readonly now: () => number
+  private readonly entries = new Map<string, TrackedKey>()
+  private readonly ring = new EvictionRing<TrackedKey>()
+  /** Keys the next sync pushes or pulls. */
+  private listed: TrackedKey[] = []
+  private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
+  private readonly heartbeatKey: string
+  private readonly errors: ClientErrors | undefined
+  private readonly startedAt: number
+  private lastGoodSyncAt = 0
+  private instances = 1
+  private degradedNoticed = false
+  private outage: OutageTable | undefined
+  private evictedUnsynced = 0
+  private syncing: Promise<SyncReport> | undefined
+  private timer: NodeJS.Timeout | undefined
+  private closed = false
+
+  private readonly table: StateTable = {
+    get: (key) => this.entries.get(key)?.state,
+    set: (key, state, expiresAt) => {
+      const entry = this.entries.get(key) as TrackedKey
+      entry.state = state
+      entry.expiresAt = expiresAt
+    },
+    delete: (key) => {
+      const entry = this.entries.get(key) as TrackedKey
+      entry.state = undefined
+      entry.expiresAt = 0
+    },
+  }
+
+  constructor(options: HybridStoreOptions) {
+    super()
+    this.config = hybridConfigOf(options)
+    const { client, prefix, clock } = this.config
+    this.keys = new KeyBuilder(prefix)
+    this.heartbeatKey = `${prefix}hybrid:instances`
+    this.cluster = (client as { isCluster?: unknown }).isCluster === true
+    const commands = client as unknown as Record<string, SyncCommand | undefined>
+    if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: syncScript.lua })
+    this.runSync = (commands[COMMAND] as SyncCommand).bind(client)
+    if (clock) {
+      this.now = () => timeFrom(clock, 'HybridStore')
+    } else {
+      this.aligned = new ServerAlignedClock()
+      this.now = this.aligned.now
+    }
+    this.errors =
+      typeof client.on === 'function' && typeof client.off === 'function'
+        ? ClientErrors.of(client as ErrorEvents)
+        : undefined
+    this.startedAt = this.now()
+    if (this.config.autoSync) this.schedule()
+  }
+
+  /** The Redis key that holds a target's state: a RedisStore's with the same prefix. */
+  keyOf(target: StoreTarget): string {
+    return this.keys.key(target.rule, target.algorithm, target.identifier)
+  }
+
+  evaluate(request: StoreRequest): Promise<StoreResult> {
+    try {
+      return Promise.resolve(this.evaluateSync(request))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  evaluateSync(request: StoreRequest): StoreResult {
+    const now = this.now()
+    const { operation, targets, cost } = request
+    const degraded = now - this.lastSyncOrStart() > this.config.outageAfterMs
+    if (degraded) this.noticeDegraded(now)
+    const keys: string[] = new Array(targets.length)
+    const tracked: TrackedKey[] = new Array(targets.length)
+    for (let t = 0; t < targets.length; t++) {
+      const target = targets[t] as StoreTarget
+      const key = this.keyOf(target)
+      keys[t] = key
+      tracked[t] = this.track(key, target, now)
+    }
+    let result: StoreResult
+    if (degraded && operation !== 'refund') {
+      const { outagePolicy } = this.config
+      const error = this.outageError(now)
+      if (outagePolicy === 'allow' || outagePolicy === 'deny') {
+        return { allowed: outagePolicy === 'allow', nowMs: now, windows: [], outage: { policy: outagePolicy, error } }
+      }
+      this.outage ??= new OutageTable(outagePolicy === 'local-share' ? this.instances : 1)
+      result = this.outage.evaluate(keys, request, now)
+      result.outage = { policy: 'local', error }
+      if (operation === 'consume' && result.allowed && cost > 0) {
+        for (const entry of tracked) entry.state = entry.model.charge(entry.state, entry.windows, now, cost)
+      }
+    } else {
+      result = evaluateLocally(this.table, keys, request, now)
+    }
+    const units = operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0
+    if (units !== 0) {
+      for (const entry of tracked) {
+        entry.record(now, units)
+        this.list(entry)
+      }
+    }
+    return result
+  }
+
+  /** Forgets these targets here and in Redis; units not yet pushed for them are dropped too. */
+  async reset(targets: readonly StoreTarget[]): Promise<void> {
+    if (targets.length === 0) return
+    const keys: string[] = []
+    for (const target of targets) {
+      const key = this.keyOf(target)
+      const entry = this.entries.get(key)
+      if (entry) this.forget(entry)
+      keys.push(key, `${key}:prev`)
+    }
+    const groups = new Map<number, string[]>()
+    for (const key of keys) {
+      const slot = this.cluster ? calculateSlot(key) : 0
+      groups.set(slot, [...(groups.get(slot) ?? []), key])
+    }
+    await Promise.all([...groups.values()].map((group) => this.config.client.unlink(...group)))
+    this.errors?.answered()
+  }
+
+  recentError(): Error | undefined {
+    return this.errors?.recent
+  }
+
+  /**
+   * Pushes every unit admitted here since the last sync and pulls the fleet's totals of every key
+   * decided on since; resolves when done. One sync at a time: a call while one runs waits for it,
+   * then syncs. A store failure never rejects: the report says it (`error`).
+   */
+  syncNow(): Promise<SyncReport> {
+    const previous = this.syncing ?? Promise.resolve(undefined)
+    const next = previous.then(() => this.sync())
+    this.syncing = next
+    void next.finally(() => {
+      if (this.syncing === next) this.syncing = undefined
+    })
+    return next
+  }
+
+  stats(): HybridStats {
+    const now = this.now()
+    let dirtyKeys = 0
+    for (const entry of this.listed) if (entry.unsynced) dirtyKeys++
+    for (const entry of this.entries.values()) if (entry.sending !== undefined && !entry.listed) dirtyKeys++
+    const since = this.lastSyncOrStart()
+    return {
+      trackedKeys: this.entries.size,
+      dirtyKeys,
+      lastSyncAtMs: this.lastGoodSyncAt,
+      stalenessMs: Math.max(0, now - since),
+      instances: this.instances,
+      mode: now - since > this.config.outageAfterMs ? 'degraded' : 'synced',
+      evictedUnsynced: this.evictedUnsynced,
+    }
+  }
+
+  /** Stops the timer and pushes what is left (waiting at most `syncTimeoutMs`); the client stays open. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = undefined
+    if (this.listed.some((entry) => entry.unsynced)) await this.syncNow()
+    else await this.syncing
+    this.closed = true
+    this.errors?.release()
+  }
+
+  private lastSyncOrStart(): number {
+    return this.lastGoodSyncAt > 0 ? this.lastGoodSyncAt : this.startedAt
+  }
+
+  /** The key's entry, made current for a decision at `now`, and listed for the next sync. */
+  private track(key: string, target: StoreTarget, now: number): TrackedKey {
+    let entry = this.entries.get(key)
+    if (entry === undefined) {
+      entry = new TrackedKey(key, target.algorithm as CounterAlgorithm, target.windows)
+      this.add(entry)
+    } else if (entry.windows !== target.windows) {
+      entry.windows = target.windows
+    }
+    entry.used = true
+    if (entry.state !== undefined && entry.expiresAt <= now) {
+      entry.state = undefined
+      entry.expiresAt = 0
+    }
+    entry.touched = true
+    this.list(entry)
+    entry.beforeDecision(now)
+    if (entry.othersPerMs > 0) entry.assumeOthers(now)
+    return entry
+  }
+
+  private list(entry: TrackedKey): void {
+    if (entry.listed) return
+    entry.listed = true
+    this.listed.push(entry)
+  }
+
+  private add(entry: TrackedKey): void {
+    this.entries.set(entry.key, entry)
+    if (this.ring.size < this.config.maxTrackedKeys) {
+      this.ring.add(entry)
+      return
+    }
+    const victim = this.ring.replaceUnused(entry)
+    if (victim.unsynced) this.evictedUnsynced++
+    this.entries.delete(victim.key)
+  }
+
+  private forget(entry: TrackedKey): void {
+    this.entries.delete(entry.key)
+    this.ring.remove(entry)
+    entry.pending = undefined
+  }
+
+  private schedule(): void {
+    if (this.closed) return
+    const { syncIntervalMs } = this.config
+    // ±10%, so that processes started together do not sync in step.
+    const delay = Math.max(1, Math.round(syncIntervalMs * (0.9 + 0.2 * Math.random())))
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      void this.syncNow().finally(() => this.schedule())
+    }, delay)
+    this.timer.unref()
+  }
+
+  private async sync(): Promise<SyncReport> {
+    const started = performance.now()
+    const report: SyncReport = { keys: 0, overAdmitted: 0, pushedUnits: 0, durationMs: 0 }
+    let time = '-'
+    try {
+      if (this.config.clock) time = String(this.now())
+    } catch (error) {
+      report.error = error as TollgateError
+      return this.reported(report, started)
+    }
+    const batch = this.takeListed()
+    report.keys = batch.length
+    for (const entry of batch) report.pushedUnits += unitsOf(entry.sending)
+    const chunks = chunksOf(batch, this.cluster)
+    const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${3 * this.config.syncIntervalMs}`]
+    // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
+    // with nothing to sync, it goes alone.
+    const calls: Array<{ entries: TrackedKey[]; heartbeat: boolean }> = chunks.map((entries, i) => ({
+      entries,
+      heartbeat: i === 0 && !this.cluster,
+    }))
+    if (this.cluster || calls.length === 0) calls.unshift({ entries: [], heartbeat: true })
+    const outcomes = calls.map((call) => this.sendChunk(call.entries, time, call.heartbeat ? heartbeat : undefined))
+    const timedOut = Symbol('timed out')
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<typeof timedOut>((resolve) => {
+      timer = setTimeout(() => resolve(timedOut), this.config.syncTimeoutMs)
+      timer.unref()
+    })
+    const settled = await Promise.race([Promise.all(outcomes), deadline])
+    clearTimeout(timer)
+    if (settled === timedOut) {
+      report.error = this.failure(`the sync did not answer within ${this.config.syncTimeoutMs} ms`)
+      return this.reported(report, started)
+    }
+    for (const outcome of settled) {
+      if (outcome instanceof Error) {
+        report.error ??= this.failure(`the sync failed: ${outcome.message}`, outcome)
+        continue
+      }
+      report.overAdmitted += outcome.overAdmitted
+      if (outcome.instances !== undefined) report.instances = outcome.instances
+      if (outcome.keyError) report.error ??= outcome.keyError
+    }
+    if (!settled.some((outcome) => outcome instanceof Error)) this.synced(report)
+    return this.reported(report, started)
+  }
+
+  /** The listed keys, their units moved to `sending`; a key whose last push is still under way waits for the next sync. */
+  private takeListed(): TrackedKey[] {
+    const listed = this.listed
+    this.listed = []
+    const batch: TrackedKey[] = []
+    for (const entry of listed) {
+      entry.listed = false
+      if (entry.sending !== undefined) {
+        this.list(entry)
+        continue
+      }
+      if (this.entries.get(entry.key) !== entry) continue
+      entry.sending = entry.pending
+      entry.pending = undefined
+      entry.touched = false
+      batch.push(entry)
+    }
+    return batch
+  }
+
+  /**
+   * Sends one chunk and applies its answer whenever it comes, even after the sync stopped
+   * waiting: units Redis took are never pushed again, and those it did not take are.
+   */
+  private async sendChunk(
+    entries: TrackedKey[],
+    time: string,
+    heartbeat: [string, string] | undefined,
+  ): Promise<{ overAdmitted: number; instances: number | undefined; keyError?: TollgateError } | Error> {
+    const { keyCount, keysAndArgs } = chunkArguments(entries, time, heartbeat)
+    const sentAt = performance.now()
+    let answer: ChunkAnswer
+    try {
+      answer = readChunkReply(await this.runSync(keyCount, ...keysAndArgs), entries)
+    } catch (error) {
+      for (const entry of entries) this.requeue(entry)
+      return error instanceof Error ? error : new Error(String(error))
+    }
+    this.errors?.answered()
+    this.aligned?.measured(answer.serverMs, sentAt, performance.now())
+    const syncedAt = time === '-' ? answer.serverMs : Number(time)
+    let overAdmitted = 0
+    let keyError: TollgateError | undefined
+    entries.forEach((entry, i) => {
+      const value = answer.values[i]
+      if (value instanceof TollgateError) {
+        // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
+        entry.sending = undefined
+        keyError ??= value
+        return
+      }
+      if (value === undefined) return
+      overAdmitted += value.overAdmitted
+      this.applySynced(entry, value.before, value.after, syncedAt)
+    })
+    if (answer.instances !== undefined) this.instances = Math.max(1, answer.instances)
+    return keyError
+      ? { overAdmitted, instances: answer.instances, keyError }
+      : { overAdmitted, instances: answer.instances }
+  }
+
+  /** Puts a failed push's units back before those admitted since, for the next sync. */
+  private requeue(entry: TrackedKey): void {
+    const { sending } = entry
+    entry.sending = undefined
+    if (sending !== undefined) entry.pending = entry.pending === undefined ? sending : [...sending, ...entry.pending]
+    if (this.entries.get(entry.key) === entry) this.list(entry)
+  }
+
+  /**
+   * The fleet's state after the push becomes this key's, with the units admitted here while the
+   * sync was under way charged again on top. With `extrapolate`, the units the others admitted
+   * since the key's last sync set the rate they are assumed to go on at.
+   */
+  private applySynced(entry: TrackedKey, before: string, after: string, syncedAt: number): void {
+    const { algorithm, windows, model } = entry
+    const pushed = unitsOf(entry.sending)
+    entry.sending = undefined
+    const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null))
+    if (this.config.extrapolate) {
+      const first = windows[0]
+      if (first !== undefined && entry.syncedAt > 0 && syncedAt > entry.syncedAt) {
+        const fleet = usedOf(
+          model,
+          toModelState(algorithm, windows, decodeCounterState(algorithm, windows, before || null)),
+          first,
+          syncedAt,
+        )
+        const known = usedOf(model, entry.state, first, syncedAt) - pushed - unitsOf(entry.pending) - entry.assumed
+        entry.othersPerMs = Math.max(0, fleet - known) / (syncedAt - entry.syncedAt)
+      }
+    }
+    let state: unknown = baseline
+    const { pending } = entry
+    if (pending !== undefined) {
+      for (let i = 0; i < pending.length; i += 2) {
+        const at = pending[i] as number
+        const units = pending[i + 1] as number
+        state = units > 0 ? model.charge(state, windows, at, units) : model.refund(state, windows, at, -units)
+      }
+    }
+    entry.state = state
+    entry.expiresAt = state === undefined ? 0 : model.expiresAt(state, windows)
+    entry.syncedAt = syncedAt
+    entry.assumed = 0
+  }
+
+  /** A sync that reached Redis for every chunk: the store is synced again. */
+  private synced(report: SyncReport): void {
+    this.lastGoodSyncAt = this.safeNow()
+    if (this.degradedNoticed) {
+      this.degradedNoticed = false
+      this.outage = undefined
+      this.config.warn(
+        "HybridStore: syncs reach Redis again; decisions follow the fleet's totals",
+        'TG_HYBRID_RECOVERED',
+      )
+    }
+    this.sweep()
+    if (report.instances === undefined) report.instances = this.instances
+  }
+
+  /** Drops keys whose state expired and that hold nothing to push, a slice at a time. */
+  private sweep(): void {
+    const now = this.safeNow()
+    this.ring.startSweep()
+    this.ring.sweep(SWEEP_PER_SYNC, (entry) => {
+      if (!entry.listed && !entry.unsynced && entry.expiresAt <= now) {
+        this.entries.delete(entry.key)
+        this.ring.remove(entry)
+      }
+    })
+  }
+
+  private noticeDegraded(now: number): void {
+    if (this.degradedNoticed) return
+    this.degradedNoticed = true
+    const { outagePolicy, outageAfterMs } = this.config
+    this.config.warn(
+      `HybridStore: no sync has reached Redis for ${now - this.lastSyncOrStart()} ms (outage.afterMs ${outageAfterMs}); decisions follow the outage policy '${outagePolicy}' until one does`,
+      'TG_HYBRID_DEGRADED',
+    )
+  }
+
+  private outageError(now: number): TollgateError {
+    return this.failure(`no sync has reached Redis for ${now - this.lastSyncOrStart()} ms`)
+  }
+
+  private failure(message: string, cause?: unknown): TollgateError {
+    const recent = this.errors?.recent
+    const said = recent ? `; the store last said: ${recent.message}` : ''
+    return new TollgateError('TG_STORE', `${message}${said}`, { storeDown: true, cause: cause ?? recent })
+  }
+
+  private reported(report: SyncReport, started: number): SyncReport {
+    report.durationMs = performance.now() - started
+    this.emit('sync', report)
+    return report
+  }
+
+  /** The store's time, or the last good sync's when its clock fails (the sync reports that failure). */
+  private safeNow(): number {
+    try {
+      return this.now()
+    } catch {
+      return this.lastGoodSyncAt
+    }
+  }
+}

@@ -1,0 +1,109 @@
+import calculateSlot from 'cluster-key-slot'
+import { describeValue, TollgateError } from '../errors.js'
+import type { Window } from '../rules.js'
+import type { TrackedKey } from './hybrid-tracked-key.js'
+import { SCRIPT_ALGORITHM } from './redis-wire.js'
+
+/**
+ * What travels between a HybridStore and lua/sync.lua: keys in chunks of at most MAX_CHUNK, one
+ * script call each (per Cluster slot), and their answers.
+ */
+
+/** Keys per script call: a call holds Redis for about this many keys' work. */
+export const MAX_CHUNK = 500
+
+export type SyncCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
+
+/** A key's part of a sync's answer: its value before and after the push, and the units pushed above a limit. */
+export interface SyncedValue {
+  before: string
+  after: string
+  overAdmitted: number
+}
+
+export interface ChunkAnswer {
+  /** The server's time when the script ran (ms). */
+  serverMs: number
+  /** Live processes, counted by the heartbeat; undefined when the chunk carried none. */
+  instances: number | undefined
+  /** Per key of the chunk, in order: its values, or the error that key alone met. */
+  values: Array<SyncedValue | TollgateError>
+}
+
+/** A rule's windows always encode to the same text: each is encoded once per algorithm. */
+const ruleTexts = new WeakMap<readonly Window[], Map<string, string>>()
+
+function ruleText(entry: TrackedKey): string {
+  let texts = ruleTexts.get(entry.windows)
+  if (texts === undefined) {
+    texts = new Map()
+    ruleTexts.set(entry.windows, texts)
+  }
+  let text = texts.get(entry.algorithm)
+  if (text === undefined) {
+    text = SCRIPT_ALGORITHM[entry.algorithm]
+    for (const window of entry.windows) text += ` ${window.limit} ${window.periodMs}`
+    texts.set(entry.algorithm, text)
+  }
+  return text
+}
+
+/** The keys grouped into chunks: by slot on a Cluster (a script runs on one slot), at most MAX_CHUNK each. */
+export function chunksOf(entries: readonly TrackedKey[], cluster: boolean): TrackedKey[][] {
+  const groups = new Map<number, TrackedKey[]>()
+  for (const entry of entries) {
+    const slot = cluster ? calculateSlot(entry.key) : 0
+    let group = groups.get(slot)
+    if (group === undefined) {
+      group = []
+      groups.set(slot, group)
+    }
+    group.push(entry)
+  }
+  const chunks: TrackedKey[][] = []
+  for (const group of groups.values()) {
+    for (let at = 0; at < group.length; at += MAX_CHUNK) chunks.push(group.slice(at, at + MAX_CHUNK))
+  }
+  return chunks
+}
+
+/**
+ * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
+ * `[instancesKey, 'instance ttl']` when the chunk says this process is alive. Each key pushes
+ * its `sending` units (none: it is only read).
+ */
+export function chunkArguments(
+  entries: readonly TrackedKey[],
+  time: string,
+  heartbeat: readonly [string, string] | undefined,
+): { keyCount: number; keysAndArgs: string[] } {
+  const keys: string[] = heartbeat ? [heartbeat[0]] : []
+  const args: string[] = [time, heartbeat ? heartbeat[1] : '']
+  for (const entry of entries) {
+    keys.push(entry.key)
+    const segments = entry.sending
+    args.push(`${ruleText(entry)}|${segments === undefined ? '' : segments.join(' ')}`)
+  }
+  return { keyCount: keys.length, keysAndArgs: [...keys, ...args] }
+}
+
+/** The script's reply read back; throws TG_STORE for one that does not parse. */
+export function readChunkReply(reply: unknown, entries: readonly TrackedKey[]): ChunkAnswer {
+  if (!Array.isArray(reply) || reply.length !== 2 + 3 * entries.length || typeof reply[0] !== 'number') {
+    throw new TollgateError('TG_STORE', `unexpected reply from the sync script: ${describeValue(reply)}`)
+  }
+  const instances = reply[1] as number
+  const values: Array<SyncedValue | TollgateError> = []
+  for (let i = 0; i < entries.length; i++) {
+    const before = String(reply[2 + 3 * i])
+    if (before.startsWith('!')) {
+      const entry = entries[i] as TrackedKey
+      values.push(
+        new TollgateError('TG_STORE', `the store failed on ${entry.key}: ${before.slice(1)}`, { storeDown: false }),
+      )
+      continue
+    }
+    values.push({ before, after: String(reply[3 + 3 * i]), overAdmitted: Number(reply[4 + 3 * i]) })
+  }
+  return { serverMs: reply[0] as number, instances: instances >= 0 ? instances : undefined, values }
+}

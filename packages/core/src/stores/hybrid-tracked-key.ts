@@ -1,0 +1,138 @@
+import type { Algorithm } from '../algorithms/algorithm.js'
+import { algorithms } from '../algorithms/index.js'
+import type { Window } from '../rules.js'
+import type { RingEntry } from './eviction-ring.js'
+import type { CounterAlgorithm } from './redis-state.js'
+
+/**
+ * One key a HybridStore decides on: its state as this process knows the fleet's (the totals of
+ * the last sync, plus what this process admitted since, plus what the others are assumed to have
+ * admitted since), and the units admitted here that Redis has not taken yet.
+ *
+ * Units are kept as segments `at, units, at, units…` (units < 0: a refund), in time order. A
+ * segment holds units admitted in the same window of every window of the rule, so that the sync
+ * adds them to the window they belong to; for a bucket, units admitted while it never ran empty,
+ * which the sync may then add at the segment's first time without refilling the bucket more
+ * than it was (and so, on one process, exactly).
+ */
+export class TrackedKey implements RingEntry<TrackedKey> {
+  declare state: unknown
+  declare expiresAt: number
+  declare used: boolean
+  declare prev: TrackedKey
+  declare next: TrackedKey
+  declare readonly key: string
+  declare algorithm: CounterAlgorithm
+  declare windows: readonly Window[]
+  /** Admitted here since the sync under way (or the last one) took the key's units. */
+  declare pending: number[] | undefined
+  /** The units the sync under way is pushing, until Redis took them or failed. */
+  declare sending: number[] | undefined
+  /** Decided on since the last sync took it: the next sync pulls its totals. */
+  declare touched: boolean
+  /** In the store's list of keys for the next sync. */
+  declare listed: boolean
+  /** The next units start a segment of their own (a bucket found possibly empty). */
+  declare split: boolean
+  /** When the key was last synced (its state's time), 0 never. */
+  declare syncedAt: number
+  /** Units per ms the other processes admitted between the key's last two syncs (extrapolation). */
+  declare othersPerMs: number
+  /** Units of that rate already charged to `state` since `syncedAt`. */
+  declare assumed: number
+
+  constructor(key: string, algorithm: CounterAlgorithm, windows: readonly Window[]) {
+    this.state = undefined
+    this.expiresAt = 0
+    this.used = false
+    this.prev = this
+    this.next = this
+    this.key = key
+    this.algorithm = algorithm
+    this.windows = windows
+    this.pending = undefined
+    this.sending = undefined
+    this.touched = false
+    this.listed = false
+    this.split = false
+    this.syncedAt = 0
+    this.othersPerMs = 0
+    this.assumed = 0
+  }
+
+  get model(): Algorithm<unknown> {
+    return algorithms[this.algorithm]
+  }
+
+  /** Units admitted here and not yet taken by Redis: pushed by a sync under way, or waiting. */
+  get unsynced(): boolean {
+    return this.pending !== undefined || this.sending !== undefined
+  }
+
+  /** Records `units` admitted (or, negative, refunded) at `now`. */
+  record(now: number, units: number): void {
+    const pending = this.pending
+    if (pending === undefined) {
+      this.pending = [now, units]
+      this.split = false
+      return
+    }
+    const last = pending.length - 2
+    const lastUnits = pending[last + 1] as number
+    if (!this.split && lastUnits > 0 === units > 0 && this.sameSpan(pending[last] as number, now)) {
+      pending[last + 1] = lastUnits + units
+    } else {
+      pending.push(now, units)
+    }
+    this.split = false
+  }
+
+  /**
+   * Called before a decision reads the state: a bucket that may be empty (full of tokens) at
+   * `now` starts its next units in a segment of their own, since the sync would otherwise count
+   * them from the segment's first time and refill the bucket for time it spent empty.
+   */
+  beforeDecision(now: number): void {
+    if (this.pending === undefined || (this.algorithm !== 'token-bucket' && this.algorithm !== 'gcra')) return
+    const model = this.model
+    for (const window of this.windows) {
+      if (model.remaining(this.state, window, now) >= window.limit) {
+        this.split = true
+        return
+      }
+    }
+  }
+
+  /**
+   * Charges the units the other processes are assumed to have admitted since the last sync
+   * (extrapolation), as far as they have not been charged yet.
+   */
+  assumeOthers(now: number): void {
+    const due = Math.floor(this.othersPerMs * (now - this.syncedAt)) - this.assumed
+    if (due > 0) {
+      this.state = this.model.charge(this.state, this.windows, now, due)
+      this.assumed += due
+    }
+  }
+
+  /** Whether a segment admitted at `at` may also hold units admitted at `now`. */
+  private sameSpan(at: number, now: number): boolean {
+    if (this.algorithm === 'token-bucket' || this.algorithm === 'gcra') return true
+    for (const window of this.windows) {
+      if (Math.floor(at / window.periodMs) !== Math.floor(now / window.periodMs)) return false
+    }
+    return true
+  }
+}
+
+/** The units of `segments` in total, refunds subtracted. */
+export function unitsOf(segments: readonly number[] | undefined): number {
+  let units = 0
+  if (segments !== undefined) for (let i = 1; i < segments.length; i += 2) units += segments[i] as number
+  return units
+}
+
+/** The units `state` holds in `window` at `now`, as its model counts them. */
+export function usedOf(model: Algorithm<unknown>, state: unknown, window: Window, now: number): number {
+  return window.limit - model.remaining(state, window, now)
+}

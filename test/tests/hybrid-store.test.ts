@@ -1,0 +1,101 @@
+import {
+  type AlgorithmName,
+  createLimiter,
+  HybridStore,
+  type Limiter,
+  RedisStore,
+  type RulesOptions,
+  TollgateConfigError,
+} from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
+import { ManualClock } from '../src/manual-clock.js'
+import { keysWithoutTtl } from '../src/ttl-audit.js'
+
+const COUNTERS = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const satisfies AlgorithmName[]
+// A minute boundary, so that fixed windows start with the clock.
+const T0 = 1_763_700_000_000 - (1_763_700_000_000 % 60_000)
+let prefixes = 0
+
+describe('HybridStore', () => {
+  let client: Redis
+  const closers: Array<() => Promise<unknown>> = []
+
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 })
+  })
+  afterEach(async () => {
+    await Promise.all(closers.splice(0).map((close) => close()))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  function hybrid(clock: ManualClock, prefix: string, options: Partial<ConstructorParameters<typeof HybridStore>[0]> = {}) {
+    const store = new HybridStore({ client, clock: clock.now, prefix, autoSync: false, ...options })
+    closers.push(() => store.close())
+    return store
+  }
+
+  function limiterOn(store: HybridStore | RedisStore, rules: RulesOptions): Limiter {
+    const limiter = createLimiter({ store, rules, onWarning: () => {} })
+    closers.push(() => limiter.close())
+    return limiter
+  }
+
+  it('refuses a sliding-log rule at construction, naming the rule and the algorithms that work', () => {
+    const store = hybrid(new ManualClock(T0), `t${prefixes++}:`)
+    expect(() =>
+      createLimiter({ store, rules: { login: { algorithm: 'sliding-log', windows: [{ limit: 5, period: '1m' }] } } }),
+    ).toThrow(
+      new TollgateConfigError(
+        "rule 'login': algorithm 'sliding-log' cannot run on HybridStore; use 'fixed-window', 'sliding-window', 'token-bucket', 'gcra'",
+      ),
+    )
+  })
+
+  describe.each(COUNTERS)('%s', (algorithm) => {
+    const rules = {
+      r: { algorithm, windows: [{ limit: 20, period: '1m' }, { limit: 5, period: '3s' }] },
+    } satisfies RulesOptions
+
+    it('decides in the process, one process exactly, and the sync writes what RedisStore reads', async () => {
+      const clock = new ManualClock(T0)
+      const prefix = `t${prefixes++}:`
+      const store = hybrid(clock, prefix)
+      const limiter = limiterOn(store, rules)
+      const redis = limiterOn(new RedisStore({ client, clock: clock.now, prefix }), rules)
+      const admitted: boolean[] = []
+      for (let i = 0; i < 8; i++) {
+        admitted.push((await limiter.consume('r', 'ip:1')).allowed)
+        clock.advance(10)
+      }
+      expect(admitted).toEqual([true, true, true, true, true, false, false, false])
+      expect(store.stats()).toMatchObject({ trackedKeys: 1, dirtyKeys: 1, mode: 'synced' })
+      const report = await store.syncNow()
+      expect(report).toMatchObject({ keys: 1, pushedUnits: 5, overAdmitted: 0 })
+      expect(report.error).toBeUndefined()
+      // RedisStore on the same keys sees the five units: the 3 s window is full.
+      const peeked = await redis.peek('r', 'ip:1')
+      expect(peeked.windows.map((w) => w.remaining)).toEqual([15, 0])
+      expect(store.stats()).toMatchObject({ dirtyKeys: 0, lastSyncAtMs: clock.nowMs })
+      expect((await keysWithoutTtl(client)).filter((key) => key.startsWith(prefix))).toEqual([])
+    })
+
+    it("sees RedisStore's charges after a sync, and RedisStore sees its own", async () => {
+      const clock = new ManualClock(T0)
+      const prefix = `t${prefixes++}:`
+      const store = hybrid(clock, prefix)
+      const limiter = limiterOn(store, rules)
+      const redis = limiterOn(new RedisStore({ client, clock: clock.now, prefix }), rules)
+      expect((await limiter.consume('r', 'ip:2', { cost: 2 })).allowed).toBe(true)
+      expect((await redis.consume('r', 'ip:2', { cost: 3 })).allowed).toBe(true)
+      // Before a sync each side knows only its own units.
+      expect((await limiter.peek('r', 'ip:2')).windows[1]?.remaining).toBe(3)
+      await store.syncNow()
+      expect((await limiter.peek('r', 'ip:2')).windows.map((w) => w.remaining)).toEqual([15, 0])
+      expect((await limiter.consume('r', 'ip:2')).allowed).toBe(false)
+      expect((await redis.consume('r', 'ip:2')).allowed).toBe(false)
+    })
+  })
+})
