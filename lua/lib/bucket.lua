@@ -155,8 +155,9 @@ local function bucket_module()
 
   -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
   -- `at`, without a check: they were admitted already. A segment older than the bucket's last
-  -- measurement counts as of that measurement, which refills it no more than it should. Returns
-  -- the whole units pushed above a limit.
+  -- measurement counts as of that measurement, which refills it no more than it should. The
+  -- deficit may pass the capacity: a decision's read caps it. Returns the whole units pushed
+  -- above a limit.
   function module.add(key, windows, now, segments, s)
     read_counter(key, windows, s, 0, 2, legacy)
     local over = 0
@@ -173,7 +174,10 @@ local function bucket_module()
         if measured_at == nil then
           measured_at, deficit = at, 0
         elseif measured_at < at then
-          deficit, measured_at = refilled(deficit, per_ms, capacity, measured_at, at), at
+          -- Not capped at the capacity first, as a decision's read is: units the fleet admitted
+          -- past the capacity stay owed, so that every process refills them before admitting
+          -- again, instead of each spending the whole refill on its own.
+          deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
         end
         deficit = max(0, deficit + units * per_token)
         s[i], s[i + 1] = measured_at, deficit

@@ -31,7 +31,11 @@ describe('HybridStore', () => {
     await client.quit()
   })
 
-  function hybrid(clock: ManualClock, prefix: string, options: Partial<ConstructorParameters<typeof HybridStore>[0]> = {}) {
+  function hybrid(
+    clock: ManualClock,
+    prefix: string,
+    options: Partial<ConstructorParameters<typeof HybridStore>[0]> = {},
+  ) {
     const store = new HybridStore({ client, clock: clock.now, prefix, autoSync: false, ...options })
     closers.push(() => store.close())
     return store
@@ -56,7 +60,13 @@ describe('HybridStore', () => {
 
   describe.each(COUNTERS)('%s', (algorithm) => {
     const rules = {
-      r: { algorithm, windows: [{ limit: 20, period: '1m' }, { limit: 5, period: '3s' }] },
+      r: {
+        algorithm,
+        windows: [
+          { limit: 20, period: '1m' },
+          { limit: 5, period: '3s' },
+        ],
+      },
     } satisfies RulesOptions
 
     it('decides in the process, one process exactly, and the sync writes what RedisStore reads', async () => {

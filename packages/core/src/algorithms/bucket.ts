@@ -66,7 +66,8 @@ export const bucket: Algorithm<BucketState> = {
   },
 
   remaining(state, window, now) {
-    return Math.floor(current(state, window, now)[0] / scaleOf(window).perToken)
+    // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
+    return Math.max(0, Math.floor(current(state, window, now)[0] / scaleOf(window).perToken))
   },
 
   charge(state, windows, now, cost) {

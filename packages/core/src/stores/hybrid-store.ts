@@ -438,13 +438,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const { algorithm, windows, model } = entry
     const pushed = unitsOf(entry.sending)
     entry.sending = undefined
-    const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null))
+    const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
     if (this.config.extrapolate) {
       const first = windows[0]
       if (first !== undefined && entry.syncedAt > 0 && syncedAt > entry.syncedAt) {
         const fleet = usedOf(
           model,
-          toModelState(algorithm, windows, decodeCounterState(algorithm, windows, before || null)),
+          toModelState(algorithm, windows, decodeCounterState(algorithm, windows, before || null), true),
           first,
           syncedAt,
         )

@@ -11,9 +11,10 @@ import type { CounterAlgorithm } from './redis-state.js'
  *
  * Units are kept as segments `at, units, at, units…` (units < 0: a refund), in time order. A
  * segment holds units admitted in the same window of every window of the rule, so that the sync
- * adds them to the window they belong to; for a bucket, units admitted while it never ran empty,
- * which the sync may then add at the segment's first time without refilling the bucket more
- * than it was (and so, on one process, exactly).
+ * adds them to the window they belong to. For a bucket, the sync adds a segment at its first
+ * time, which refills the bucket as the spread-out charges did as long as it never ran empty
+ * meanwhile and the units fit the room it had at that first time: a segment holds only such
+ * units, and so, on one process, Redis ends where the process is.
  */
 export class TrackedKey implements RingEntry<TrackedKey> {
   declare state: unknown
@@ -34,6 +35,10 @@ export class TrackedKey implements RingEntry<TrackedKey> {
   declare listed: boolean
   /** The next units start a segment of their own (a bucket found possibly empty). */
   declare split: boolean
+  /** A bucket's room (units) before the decision under way: what a segment may still gather. */
+  declare roomBefore: number
+  /** A bucket's room before its last segment began: the segment holds at most that many units. */
+  declare segmentRoom: number
   /** When the key was last synced (its state's time), 0 never. */
   declare syncedAt: number
   /** Units per ms the other processes admitted between the key's last two syncs (extrapolation). */
@@ -55,6 +60,8 @@ export class TrackedKey implements RingEntry<TrackedKey> {
     this.touched = false
     this.listed = false
     this.split = false
+    this.roomBefore = 0
+    this.segmentRoom = 0
     this.syncedAt = 0
     this.othersPerMs = 0
     this.assumed = 0
@@ -72,19 +79,20 @@ export class TrackedKey implements RingEntry<TrackedKey> {
   /** Records `units` admitted (or, negative, refunded) at `now`. */
   record(now: number, units: number): void {
     const pending = this.pending
-    if (pending === undefined) {
-      this.pending = [now, units]
-      this.split = false
-      return
-    }
-    const last = pending.length - 2
-    const lastUnits = pending[last + 1] as number
-    if (!this.split && lastUnits > 0 === units > 0 && this.sameSpan(pending[last] as number, now)) {
-      pending[last + 1] = lastUnits + units
-    } else {
-      pending.push(now, units)
-    }
+    const split = this.split
     this.split = false
+    if (pending !== undefined) {
+      const last = pending.length - 2
+      const lastUnits = pending[last + 1] as number
+      if (!split && lastUnits > 0 === units > 0 && this.sameSpan(pending[last] as number, now, lastUnits + units)) {
+        pending[last + 1] = lastUnits + units
+        return
+      }
+      pending.push(now, units)
+    } else {
+      this.pending = [now, units]
+    }
+    this.segmentRoom = this.roomBefore
   }
 
   /**
@@ -93,14 +101,15 @@ export class TrackedKey implements RingEntry<TrackedKey> {
    * them from the segment's first time and refill the bucket for time it spent empty.
    */
   beforeDecision(now: number): void {
-    if (this.pending === undefined || (this.algorithm !== 'token-bucket' && this.algorithm !== 'gcra')) return
+    if (this.algorithm !== 'token-bucket' && this.algorithm !== 'gcra') return
     const model = this.model
+    let room = Number.POSITIVE_INFINITY
     for (const window of this.windows) {
-      if (model.remaining(this.state, window, now) >= window.limit) {
-        this.split = true
-        return
-      }
+      const remaining = model.remaining(this.state, window, now)
+      if (remaining >= window.limit) this.split = true
+      if (remaining < room) room = remaining
     }
+    this.roomBefore = room
   }
 
   /**
@@ -115,9 +124,13 @@ export class TrackedKey implements RingEntry<TrackedKey> {
     }
   }
 
-  /** Whether a segment admitted at `at` may also hold units admitted at `now`. */
-  private sameSpan(at: number, now: number): boolean {
-    if (this.algorithm === 'token-bucket' || this.algorithm === 'gcra') return true
+  /**
+   * Whether a segment admitted from `at` on may also hold units admitted at `now`, `total` units
+   * then. A bucket's segment is added at its first time, so it may not hold more than the room
+   * the bucket had then: more would pass the capacity there, which Redis caps.
+   */
+  private sameSpan(at: number, now: number, total: number): boolean {
+    if (this.algorithm === 'token-bucket' || this.algorithm === 'gcra') return total <= this.segmentRoom
     for (const window of this.windows) {
       if (Math.floor(at / window.periodMs) !== Math.floor(now / window.periodMs)) return false
     }

@@ -74,8 +74,11 @@ interface Layout<F> {
   legacy(window: Window, values: readonly number[]): F
   /** When this window's state stops mattering (0: it already has); the key expires at the latest. */
   expiresAt(window: Window, fields: F): number
-  /** The model's values for the window (algorithms/), after its period in a PeriodState. */
-  toModel(window: Window, fields: F): number[]
+  /**
+   * The model's values for the window (algorithms/), after its period in a PeriodState; with
+   * `owed`, a bucket's deficit past its capacity is kept (a negative level) rather than capped.
+   */
+  toModel(window: Window, fields: F, owed: boolean): number[]
   fromModel(window: Window, values: readonly number[]): F
 }
 
@@ -125,10 +128,11 @@ const BUCKET: Layout<BucketFields> = {
   },
   expiresAt: (window, { measuredAt, deficit }) =>
     deficit > 0 ? measuredAt + Math.ceil(deficit / scaleOf(window).perMs) : 0,
-  // Reads cap the deficit at the capacity: after an edit of the window it may exceed it.
-  toModel: (window, { measuredAt, deficit }) => {
+  // A decision's read caps the deficit at the capacity: after an edit of the window it may
+  // exceed it. A HybridStore's sync leaves units admitted past the capacity owed (lua/sync.lua).
+  toModel: (window, { measuredAt, deficit }, owed) => {
     const { capacity } = scaleOf(window)
-    return [capacity - Math.min(deficit, capacity), measuredAt]
+    return [capacity - (owed ? deficit : Math.min(deficit, capacity)), measuredAt]
   },
   fromModel: (window, values) => {
     const [level, measuredAt] = values as Numbers
@@ -222,18 +226,20 @@ export function counterExpiresAt<A extends CounterAlgorithm>(
 
 /**
  * The TypeScript model's state (algorithms/fixed-window.ts, sliding-window.ts, bucket.ts) that
- * decides as this one does; undefined when no window has fields.
+ * decides as this one does; undefined when no window has fields. With `owed` (a HybridStore),
+ * a bucket's deficit past its capacity is kept as units the fleet must refill first.
  */
 export function toModelState<A extends CounterAlgorithm>(
   algorithm: A,
   windows: readonly Window[],
   state: CounterState<A>,
+  owed = false,
 ): PeriodState | undefined {
   const layout = layoutOf(algorithm)
   const model: PeriodState = []
   windows.forEach((window, k) => {
     const fields = state[k]
-    if (fields !== undefined) model.push(window.periodMs, ...layout.toModel(window, fields))
+    if (fields !== undefined) model.push(window.periodMs, ...layout.toModel(window, fields, owed))
   })
   return model.length === 0 ? undefined : model
 }
