@@ -1,0 +1,79 @@
+import { createLimiter, HybridStore, type Limiter, RedisStore, type RulesOptions } from '@tollgate/core'
+import { type Cluster, Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ManualClock } from '../src/manual-clock.js'
+import {
+  clusterClient,
+  clusterMasters,
+  type SpawnedCluster,
+  spawnRedisCluster,
+  waitReady,
+} from '../src/redis-cluster.js'
+import { keysWithTtl } from '../src/redis-keys.js'
+
+const T0 = 1_763_700_000_000 - (1_763_700_000_000 % 60_000)
+const rules = {
+  api: {
+    algorithm: 'sliding-window',
+    windows: [
+      { limit: 1000, period: '1m' },
+      { limit: 200, period: '3s' },
+    ],
+  },
+} satisfies RulesOptions
+
+describe('HybridStore on a Redis Cluster', () => {
+  let cluster: SpawnedCluster
+  let client: Cluster
+  beforeAll(async () => {
+    cluster = await spawnRedisCluster({ masters: 3 })
+    client = clusterClient(cluster)
+    await waitReady(client)
+  }, 60_000)
+  afterAll(async () => {
+    await client?.quit()
+    await cluster?.stop()
+  })
+
+  it('syncs keys of every slot, chunk by slot, and RedisStore on the Cluster reads the totals', async () => {
+    const clock = new ManualClock(T0)
+    const stores = [0, 1].map(() => new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'hc:' }))
+    const limiters: Limiter[] = stores.map((store) => createLimiter({ store, rules, onWarning: () => {} }))
+    const users = Array.from({ length: 60 }, (_, i) => `user:${i}`)
+    // Each decision charges an address and a user, whose keys mostly lie in different slots.
+    for (const [i, limiter] of limiters.entries()) {
+      for (const user of users) {
+        expect((await limiter.consume('api', ['ip:10.0.0.1', user], { cost: 1 + i })).allowed).toBe(true)
+      }
+    }
+    for (const store of stores) {
+      const report = await store.syncNow()
+      expect(report.error).toBeUndefined()
+      expect(report.keys).toBe(users.length + 1)
+    }
+    const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hc:' }), rules })
+    for (const user of users) {
+      expect((await redis.peek('api', user)).windows.map((w) => w.remaining)).toEqual([1000 - 3, 200 - 3])
+    }
+    // The address took 60 units through one store and 120 through the other.
+    expect((await redis.peek('api', 'ip:10.0.0.1')).windows.map((w) => w.remaining)).toEqual([820, 20])
+    // The first store alone used 60 of the 3 s window's 200. A sync pulls the keys decided on
+    // since the last one: after a peek and a sync it knows the fleet's 180.
+    expect((await limiters[0]?.peek('api', 'ip:10.0.0.1'))?.windows[1]?.remaining).toBe(140)
+    await stores[0]?.syncNow()
+    const refused = await limiters[0]?.consume('api', ['ip:10.0.0.1', 'user:0'], { cost: 21 })
+    expect(refused).toMatchObject({ allowed: false, reason: 'limited' })
+    // Every key on every master expires, and the keys are spread over all three.
+    let held = 0
+    for (const master of await clusterMasters(cluster)) {
+      const node = new Redis(master.url)
+      const keys = await keysWithTtl(node, 'hc:')
+      node.disconnect()
+      expect(keys.filter((k) => k.ttlMs < 0)).toEqual([])
+      expect(keys.length).toBeGreaterThan(0)
+      held += keys.length
+    }
+    expect(held).toBe(users.length + 2)
+    await Promise.all([...limiters, redis].map((l) => l.close()))
+  }, 60_000)
+})
