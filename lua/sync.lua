@@ -45,7 +45,8 @@ if ARGV[2] ~= '' then
   key = 2
 end
 
-local s, segments = {}, {}
+-- `scratch` takes the reply a decision's finish appends, which a sync does not answer.
+local s, segments, scratch = {}, {}, {}
 for arg = 3, #ARGV do
   local code, rest, pushed = string.match(ARGV[arg], '^(%a+) ([^|]*)|(.*)$')
   local module = built[code]
@@ -70,6 +71,15 @@ for arg = 3, #ARGV do
   if type(before) == 'table' then
     -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
     before, count = '!' .. tostring(before.err), 0
+  elseif before then
+    -- State a faster clock stamped ahead of now is moved back to now and written, exactly as a
+    -- decision's read does: otherwise every process would take it back from Redis at each sync
+    -- and hold the identifier for the whole skew.
+    module.check(name, windows, now, 0, 'peek', s, 0)
+    if s[1] == true then
+      module.finish(name, windows, now, 0, 'peek', false, s, 0, scratch, 0)
+      before = call('GET', name) or ''
+    end
   end
   before = before or ''
   if count > 0 then

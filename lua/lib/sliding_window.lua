@@ -201,8 +201,13 @@ local function sliding_window_module()
           stored, count, previous = index, 0, 0
         end
         local used = nil
-        if index == stored then
-          count = max(0, count + units)
+        if index == stored and units < 0 then
+          -- A refund gives back what the window still counts: the current count first, then the
+          -- previous one, as a decision's refund does.
+          local from_current = min(count, -units)
+          count, previous = count - from_current, max(0, previous - (-units - from_current))
+        elseif index == stored then
+          count = count + units
           used = count + weighted(period, stored, at, previous)
         elseif index == stored - 1 then
           previous = max(0, previous + units)

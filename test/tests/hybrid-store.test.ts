@@ -5,11 +5,14 @@ import {
   type Limiter,
   RedisStore,
   type RulesOptions,
+  type Store,
   TollgateConfigError,
 } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
+import { keysWithTtl } from '../src/redis-keys.js'
+import { runStoreConformance } from '../src/store-conformance.js'
 import { keysWithoutTtl } from '../src/ttl-audit.js'
 
 const COUNTERS = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const satisfies AlgorithmName[]
@@ -109,3 +112,54 @@ describe('HybridStore', () => {
     })
   })
 })
+
+// Synced after every decision, one HybridStore decides as every store must: its local decisions
+// are the in-process models', and every key it writes to Redis has a TTL.
+runStoreConformance(
+  'HybridStore, synced after each decision',
+  async () => {
+    const client = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 })
+    let current: { hybrid: HybridStore; prefix: string } | undefined
+    return {
+      makeStore(clock) {
+        const prefix = `conf${prefixes++}:`
+        // The tests move the clock by days between decisions: no outage for that.
+        const hybrid = new HybridStore({
+          client,
+          clock,
+          prefix,
+          autoSync: false,
+          outage: { afterMs: Number.POSITIVE_INFINITY },
+        })
+        current = { hybrid, prefix }
+        return syncedAfterEachDecision(hybrid)
+      },
+      async keys() {
+        if (current === undefined) return []
+        const held = await keysWithTtl(client, current.prefix)
+        // The instances and the fixed window's finished counts (`:prev`) are keys of their own,
+        // each with its TTL (tested above); the suite counts the state keys.
+        return held.filter(({ key }) => key !== `${current?.prefix}hybrid:instances` && !key.endsWith(':prev'))
+      },
+      close: async () => {
+        await client.quit()
+      },
+    }
+  },
+  { algorithms: COUNTERS },
+)
+
+/** The store, but each decision resolves once a sync has pushed it. */
+function syncedAfterEachDecision(hybrid: HybridStore): Store {
+  return {
+    supportedAlgorithms: hybrid.supportedAlgorithms,
+    async evaluate(request) {
+      const result = hybrid.evaluateSync(request)
+      const report = await hybrid.syncNow()
+      if (report.error) throw report.error
+      return result
+    },
+    reset: (targets) => hybrid.reset(targets),
+    close: () => hybrid.close(),
+  }
+}

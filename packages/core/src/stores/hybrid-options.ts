@@ -19,7 +19,8 @@ export interface HybridOutageOptions {
   /** @default 'local-share' */
   policy?: OutagePolicy
   /**
-   * How long without a good sync before decisions follow `policy`.
+   * How long without a good sync before decisions follow `policy`; `Infinity`: never, decisions
+   * go on from the last totals however old.
    * @default 3 × syncIntervalMs
    */
   afterMs?: number
@@ -150,7 +151,15 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
       `HybridStore option outage.policy must be ${OUTAGE_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describeValue(outagePolicy)}`,
     )
   }
-  const outageAfterMs = wholeMs(outage.afterMs ?? 3 * syncIntervalMs, 'outage.afterMs', 0)
+  const outageAfterMs = outage.afterMs ?? 3 * syncIntervalMs
+  if (
+    outageAfterMs !== Number.POSITIVE_INFINITY &&
+    (typeof outageAfterMs !== 'number' || !Number.isSafeInteger(outageAfterMs) || outageAfterMs < 0)
+  ) {
+    throw new TollgateConfigError(
+      `HybridStore option outage.afterMs must be whole milliseconds ≥ 0, or Infinity, got ${describeValue(outageAfterMs)}`,
+    )
+  }
   const maxTrackedKeys = raw.maxTrackedKeys ?? 1_000_000
   if (typeof maxTrackedKeys !== 'number' || !Number.isSafeInteger(maxTrackedKeys) || maxTrackedKeys < 1) {
     throw new TollgateConfigError(
@@ -175,7 +184,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
     autoSync,
     clock: clock as Clock | undefined,
     outagePolicy: outagePolicy as OutagePolicy,
-    outageAfterMs,
+    outageAfterMs: outageAfterMs as number,
     maxTrackedKeys,
     extrapolate,
     syncTimeoutMs,
