@@ -72,8 +72,9 @@ describe('HybridStore over-admission bound', () => {
         }
         if (random(1_000_000) < perStore * 1_000_000) {
           const cost = 1 + random(MAX_COST)
-          if ((await (limiters[i] as Limiter).consume('r', 'ip:1', { cost })).allowed) admitted[window] += cost
-          if ((await reference.consume('r', 'ip:1', { cost })).allowed) exact[window] += cost
+          if ((await (limiters[i] as Limiter).consume('r', 'ip:1', { cost })).allowed)
+            admitted[window] = (admitted[window] ?? 0) + cost
+          if ((await reference.consume('r', 'ip:1', { cost })).allowed) exact[window] = (exact[window] ?? 0) + cost
         }
       }
       clock.advance(STEP)

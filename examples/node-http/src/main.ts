@@ -1,17 +1,18 @@
-import { createLimiter, RedisStore } from '@tollgate/core'
+import { createLimiter } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { createApp } from './app.js'
+import { rules } from './rules.js'
+import { storeFrom } from './store.js'
 
 const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined
-const limiter = createLimiter({
-  rules: { api: { windows: [{ limit: 5, period: '10s' }] } },
-  // Without a store the limiter counts in memory, for this process only.
-  ...(redis ? { store: new RedisStore({ client: redis }) } : {}),
-})
+const store = storeFrom(redis)
+// Without a store the limiter counts in memory, for this process only.
+const limiter = createLimiter({ rules, ...(store ? { store } : {}) })
 const port = Number(process.env.PORT ?? 3003)
 
 const server = createApp({ limiter }).listen(port, '127.0.0.1', () => {
-  console.log(`Tollgate on node:http at http://127.0.0.1:${port}. Ctrl-C stops it.
+  const where = store ? `${store.constructor.name} (${process.env.REDIS_URL})` : 'the in-memory store'
+  console.log(`Tollgate on node:http at http://127.0.0.1:${port} with ${where}. Ctrl-C stops it.
 
 Six requests within 10 s: five pass, the sixth is refused:
   for i in 1 2 3 4 5 6; do curl -si 127.0.0.1:${port}/ | grep -iE '^(HTTP|ratelimit|retry-after)'; done

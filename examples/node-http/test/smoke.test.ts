@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net'
 import { createLimiter, MemoryStore } from '@tollgate/core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { createApp } from '../src/app.js'
+import { rules } from '../src/rules.js'
 
 const T0 = 1_763_712_000_000
 let base: string
@@ -10,7 +11,7 @@ let close: () => Promise<void>
 beforeAll(async () => {
   const limiter = createLimiter({
     store: new MemoryStore({ clock: () => T0 }),
-    rules: { api: { windows: [{ limit: 5, period: '10s' }] } },
+    rules,
   })
   const server = createApp({ limiter })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
