@@ -45,10 +45,14 @@ if ARGV[2] ~= '' then
   key = 2
 end
 
--- `scratch` takes the reply a decision's finish appends, which a sync does not answer.
-local s, segments, scratch = {}, {}, {}
-for arg = 3, #ARGV do
-  local code, rest, pushed = string.match(ARGV[arg], '^(%a+) ([^|]*)|(.*)$')
+-- Keys of one rule send the same rule text, which is parsed once per call.
+local rules = {}
+local function rule_of(text)
+  local rule = rules[text]
+  if rule then
+    return rule
+  end
+  local code, rest = string.match(text, '^(%a+) (.*)$')
   local module = built[code]
   if not module then
     module = modules[code]()
@@ -58,6 +62,16 @@ for arg = 3, #ARGV do
   for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
     windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
   end
+  rule = { code = code, module = module, windows = windows }
+  rules[text] = rule
+  return rule
+end
+
+local s, segments = {}, {}
+for arg = 3, #ARGV do
+  local text, pushed = string.match(ARGV[arg], '^([^|]*)|(.*)$')
+  local rule = rule_of(text)
+  local code, module, windows = rule.code, rule.module, rule.windows
   local count = 0
   for number in string.gmatch(pushed, '%S+') do
     count = count + 1
@@ -67,32 +81,16 @@ for arg = 3, #ARGV do
     segments[j] = nil
   end
   local name = KEYS[key]
-  local before, over = redis.pcall('GET', name), 0
+  local before, after, over = redis.pcall('GET', name), nil, 0
   if type(before) == 'table' then
     -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
-    before, count = '!' .. tostring(before.err), 0
-  elseif before then
-    -- State a faster clock stamped ahead of now is moved back to now and written, exactly as a
-    -- decision's read does: otherwise every process would take it back from Redis at each sync
-    -- and hold the identifier for the whole skew.
-    module.check(name, windows, now, 0, 'peek', s, 0)
-    if s[1] == true then
-      module.finish(name, windows, now, 0, 'peek', false, s, 0, scratch, 0)
-      before = call('GET', name) or ''
-    end
+    before, after = '!' .. tostring(before.err), ''
+  elseif code == 'fw' then
+    over, after = module.sync(name, before, name .. ':prev', windows, now, segments, s)
+  else
+    over, after = module.sync(name, before, windows, now, segments, s)
   end
   before = before or ''
-  if count > 0 then
-    if code == 'fw' then
-      over = module.add(name, name .. ':prev', windows, now, segments, s)
-    else
-      over = module.add(name, windows, now, segments, s)
-    end
-  end
-  local after = before
-  if count > 0 then
-    after = call('GET', name) or ''
-  end
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = before, after, over
   key = key + 1
 end

@@ -153,30 +153,38 @@ local function bucket_module()
     return n
   end
 
-  -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
-  -- `at`, without a check: they were admitted already. A segment older than the bucket's last
-  -- measurement counts as of that measurement, which refills it no more than it should. The
-  -- deficit may pass the capacity: a decision's read caps it. Returns the whole units pushed
-  -- above a limit.
-  function module.add(key, windows, now, segments, s)
-    read_counter(key, windows, s, 0, 2, legacy)
+  -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
+  -- (negative: a refund) admitted at `at`, without a check: they were admitted already. A segment
+  -- older than the bucket's last measurement counts as of that measurement, which refills it no
+  -- more than it should. The deficit may pass the capacity (a decision's read caps it): units the
+  -- fleet admitted past it stay owed, so that every process refills them before admitting again,
+  -- instead of each spending the whole refill on its own. State a faster clock stamped is moved
+  -- back to now first, as a decision moves it. Returns the whole units pushed above a limit, and
+  -- the value the key holds after ('' for none).
+  function module.sync(key, raw, windows, now, segments, s)
+    parse_counter(raw, windows, s, 0, 2, legacy)
+    local moved = false
+    for k = 1, #windows do
+      local i = 2 * k - 1
+      if s[i] ~= nil and s[i] > now then
+        local _, _, capacity = scale(windows[k])
+        s[i], s[i + 1], moved = now, min(capacity, s[i + 1]), true
+      end
+    end
+    if #segments == 0 and not moved then
+      return 0, raw or ''
+    end
     local over = 0
     for j = 1, #segments, 2 do
       local at, units = min(segments[j], now), segments[j + 1]
       local above = 0
       for k = 1, #windows do
         local w, i = windows[k], 2 * k - 1
-        local per_token, per_ms, capacity = w.per_token, w.per_ms, w.capacity
-        if not per_token then
-          per_token, per_ms, capacity = scale(w)
-        end
+        local per_token, per_ms = scale(w)
         local measured_at, deficit = s[i], s[i + 1]
         if measured_at == nil then
           measured_at, deficit = at, 0
         elseif measured_at < at then
-          -- Not capped at the capacity first, as a decision's read is: units the fleet admitted
-          -- past the capacity stay owed, so that every process refills them before admitting
-          -- again, instead of each spending the whole refill on its own.
           deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
         end
         deficit = max(0, deficit + units * per_token)
@@ -196,8 +204,7 @@ local function bucket_module()
         latest = max(latest, s[i] + ceil(s[i + 1] / per_ms))
       end
     end
-    write_counter(key, windows, s, 0, 2, latest, now, nil)
-    return over
+    return over, write_counter(key, windows, s, 0, 2, latest, now, nil) or ''
   end
 
   return module

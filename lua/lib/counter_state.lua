@@ -66,13 +66,12 @@ local function read_text(raw, windows, s, at, arity, inner, legacy)
   end
 end
 
--- Reads the key's fields into s, window k's at at + (k - 1) × arity + 1 onwards; a window that
--- has none gets a nil f1, and whatever its other cells held is never read. Returns f1 when the
+-- Reads a key's value `raw` (GET's answer) into s, window k's fields at at + (k - 1) × arity + 1
+-- onwards (read_counter: the key's); a window that has none gets a nil f1, and whatever its other cells held is never read. Returns f1 when the
 -- value was compact (a write that keeps f1 may keep the TTL), else false. A compact value's
 -- pieces go through tonumber one by one: the whole run has more digits than a double (2^53) keeps.
-local function read_counter(key, windows, s, at, arity, legacy)
+local function parse_counter(raw, windows, s, at, arity, legacy)
   local last = at + #windows * arity
-  local raw = call('GET', key)
   if raw and not find(raw, ' ', 1, true) then
     local n, first = #raw, nil
     if arity == 2 then
@@ -105,15 +104,19 @@ local function read_counter(key, windows, s, at, arity, legacy)
   return false
 end
 
--- Writes the fields held from at + 1 on, the key expiring at `expires_at` (deleted if that has
--- come): compact for one window when the fields are whole numbers ≥ 0 (else fmt would print a
+local function read_counter(key, windows, s, at, arity, legacy)
+  return parse_counter(call('GET', key), windows, s, at, arity, legacy)
+end
+
+-- Writes the fields held from at + 1 on and returns the value written (false: deleted), the key
+-- expiring at `expires_at` (deleted if that has come): compact for one window when the fields are whole numbers ≥ 0 (else fmt would print a
 -- point or a sign) and all but f1 have at most 9 digits, else text. `kept` is a compact f1 read
 -- that is also the key's expiry: a compact write with the same f1 keeps the TTL as it is.
 local function write_counter(key, windows, s, at, arity, expires_at, now, kept)
   local ttl = expires_at - now
   if ttl <= 0 then
     call('DEL', key)
-    return
+    return false
   end
   local count, value = #windows, nil
   if count == 1 then
@@ -131,7 +134,7 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept)
       end
       if value and kept == first then
         call('SET', key, value, 'KEEPTTL')
-        return
+        return value
       end
     end
   end
@@ -150,4 +153,5 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept)
   end
   -- Redis prints a number argument with '%.17g', exact for any integer a double holds.
   call('SET', key, value, 'PX', ttl)
+  return value
 end

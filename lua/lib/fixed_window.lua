@@ -116,19 +116,35 @@ local function fixed_window_module()
     return n
   end
 
-  -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
-  -- `at`, to the windows they were admitted in, without a check: they were admitted already.
-  -- `side` is a key that keeps each window's last finished count for a period more, so that a
-  -- process syncing after another has moved the window on still adds to the window its units
-  -- belong to. Returns the units pushed above a limit, in the order Redis applied them.
-  function module.add(key, side, windows, now, segments, s)
-    read_counter(key, windows, s, 0, 2, legacy)
-    read_counter(side, windows, s, 2 * #windows, 2, legacy)
-    local over, last = 0, 2 * #windows
+  -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
+  -- (negative: a refund) admitted at `at`, added to the windows they were admitted in without a
+  -- check: they were admitted already. `side` keeps each window's last finished count a period
+  -- longer, so that a process syncing after another moved the window on still adds to the window
+  -- its units belong to. State a faster clock stamped is moved back to now first, as a decision
+  -- moves it. Returns the units pushed above a limit, in the order Redis applied them, and the
+  -- value the key holds after ('' for none).
+  function module.sync(key, raw, side, windows, now, segments, s)
+    parse_counter(raw, windows, s, 0, 2, legacy)
+    local count, last, moved = #windows, 2 * #windows, false
+    for k = 1, count do
+      local i, period = 2 * k - 1, windows[k].period
+      local ends_at = now - now % period + period
+      if s[i] ~= nil and s[i] > ends_at then
+        s[i], moved = ends_at, true
+      end
+    end
+    if #segments == 0 then
+      if not moved then
+        return 0, raw or ''
+      end
+    else
+      read_counter(side, windows, s, last, 2, legacy)
+    end
+    local over = 0
     for j = 1, #segments, 2 do
       local at, units = min(segments[j], now), segments[j + 1]
       local above = 0
-      for k = 1, #windows do
+      for k = 1, count do
         local w, i = windows[k], 2 * k - 1
         local period = w.period
         local ends_at = at - at % period + period
@@ -148,30 +164,29 @@ local function fixed_window_module()
           end
         end
         if at_count then
-          local count = max(0, s[at_count + 1] + units)
-          s[at_count + 1] = count
-          if units > 0 and count - w.limit > above then
-            above = min(units, count - w.limit)
+          local counted = max(0, s[at_count + 1] + units)
+          s[at_count + 1] = counted
+          if units > 0 and counted - w.limit > above then
+            above = min(units, counted - w.limit)
           end
         end
       end
       over = over + above
     end
     local expires_at, side_expires_at = 0, 0
-    for k = 1, #windows do
+    for k = 1, count do
       local i = 2 * k - 1
-      if s[i + 1] > 0 and s[i] > expires_at then
+      if s[i] ~= nil and s[i + 1] > 0 and s[i] > expires_at then
         expires_at = s[i]
       end
-      if s[last + i] ~= nil and s[last + i + 1] > 0 and s[last + i] + windows[k].period > side_expires_at then
-        side_expires_at = s[last + i] + windows[k].period
+      if #segments > 0 and s[last + i] ~= nil and s[last + i + 1] > 0 then
+        side_expires_at = max(side_expires_at, s[last + i] + windows[k].period)
       end
     end
-    write_counter(key, windows, s, 0, 2, expires_at, now, nil)
     if side_expires_at > 0 then
       write_counter(side, windows, s, last, 2, side_expires_at, now, nil)
     end
-    return over
+    return over, write_counter(key, windows, s, 0, 2, expires_at, now, nil) or ''
   end
 
   return module

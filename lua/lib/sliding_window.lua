@@ -177,12 +177,25 @@ local function sliding_window_module()
     return n
   end
 
-  -- Sync (sync.lua): adds a process's segments, each `units` (negative: a refund) admitted at
-  -- `at`, to the window they were admitted in, without a check: they were admitted already. A
-  -- segment of the window before the stored one adds to its previous count. Returns the units
-  -- pushed above a limit, weighing the previous count as of each segment's time.
-  function module.add(key, windows, now, segments, s)
-    read_counter(key, windows, s, 0, 3, legacy)
+  -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
+  -- (negative: a refund) admitted at `at`, added to the window they were admitted in without a
+  -- check: they were admitted already. A segment of the window before the stored one adds to its
+  -- previous count. State a faster clock stamped is moved back to now first, as a decision moves
+  -- it. Returns the units pushed above a limit, the previous count weighed as of each segment's
+  -- time, and the value the key holds after ('' for none).
+  function module.sync(key, raw, windows, now, segments, s)
+    parse_counter(raw, windows, s, 0, 3, legacy)
+    local moved = false
+    for k = 1, #windows do
+      local i, period = 3 * k - 2, windows[k].period
+      local index = (now - now % period) / period
+      if s[i] ~= nil and index_of(period, s[i], s[i + 1]) > index then
+        s[i], moved = expires_at_of(period, index, s[i + 1]), true
+      end
+    end
+    if #segments == 0 and not moved then
+      return 0, raw or ''
+    end
     local over = 0
     for j = 1, #segments, 2 do
       local at, units = min(segments[j], now), segments[j + 1]
@@ -227,8 +240,7 @@ local function sliding_window_module()
         latest = s[i]
       end
     end
-    write_counter(key, windows, s, 0, 3, latest, now, nil)
-    return over
+    return over, write_counter(key, windows, s, 0, 3, latest, now, nil) or ''
   end
 
   return module

@@ -1,0 +1,66 @@
+import { createLimiter, HybridStore } from '@tollgate/core'
+import { spawnRedisServer } from '@tollgate/test-support/redis-server'
+import { Redis } from 'ioredis'
+
+/*
+ * How much heap a HybridStore holds per tracked key-window: 1,000,000 distinct identifiers whose
+ * keys are 24 characters (`tg:api:{user:0000000}:fw`), one admitted request each, on a rule of one
+ * window, measured after a forced GC with the units not yet pushed and again after a sync pushed
+ * them. Run with `pnpm --filter @tollgate/bench hybrid-memory`; it starts a redis-server of its own.
+ */
+
+const KEYS = 1_000_000
+const gc = globalThis.gc
+if (typeof gc !== 'function') {
+  console.error('Run with pnpm --filter @tollgate/bench hybrid-memory: the heap is measured after a forced GC')
+  process.exit(2)
+}
+const heap = (): number => {
+  gc()
+  gc()
+  return process.memoryUsage().heapUsed
+}
+
+const server = await spawnRedisServer()
+const client = new Redis(server.url)
+try {
+  // A million keys take Redis seconds to sync: the wait is raised for that one sync.
+  const store = new HybridStore({
+    client,
+    autoSync: false,
+    syncTimeoutMs: 120_000,
+    outage: { afterMs: Number.POSITIVE_INFINITY },
+  })
+  const limiter = createLimiter({
+    store,
+    rules: { api: { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1h' }] } },
+  })
+  const empty = heap()
+  for (let i = 0; i < KEYS; i++) {
+    const decision = await limiter.consume('api', `user:${String(i).padStart(7, '0')}`)
+    if (!decision.allowed) throw new Error(`identifier ${i} was refused: every identifier is new`)
+  }
+  const dirty = heap()
+  await client.config('RESETSTAT')
+  const started = performance.now()
+  const cpu = process.cpuUsage()
+  const report = await store.syncNow()
+  const seconds = (performance.now() - started) / 1000
+  const processSeconds = (process.cpuUsage(cpu).user + process.cpuUsage(cpu).system) / 1e6
+  const stats = await client.info('commandstats')
+  const redisUsec = [...stats.matchAll(/usec=(\d+)/g)].reduce((sum, [, usec]) => sum + Number(usec), 0)
+  if (report.error) throw report.error
+  const synced = heap()
+  const { trackedKeys } = store.stats()
+  console.log(`Node ${process.version}; ${trackedKeys.toLocaleString('en')} keys of 24 characters, one window each`)
+  console.log('\n| state | heap per key-window (bytes) |\n| --- | ---: |')
+  console.log(`| units not yet pushed | ${Math.round((dirty - empty) / trackedKeys)} |`)
+  console.log(`| synced | ${Math.round((synced - empty) / trackedKeys)} |`)
+  console.log(
+    `\nThe sync of ${report.keys.toLocaleString('en')} keys took ${seconds.toFixed(1)} s in ${Math.ceil(report.keys / 500).toLocaleString('en')} script calls: ${(redisUsec / report.keys).toFixed(1)} µs of Redis time and ${((processSeconds * 1e6) / report.keys).toFixed(1)} µs of this process's CPU per key.`,
+  )
+  await limiter.close()
+} finally {
+  client.disconnect()
+  await server.stop()
+}
