@@ -7,13 +7,13 @@ import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName } from '../rules.js'
 import { syncScript } from '../scripts/generated.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
-import { evaluateLocally, type StateTable } from './evaluate-locally.js'
-import { EvictionRing } from './eviction-ring.js'
+import { evaluateLocally } from './evaluate-locally.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
 import { OutageTable } from './hybrid-outage.js'
+import { beforeDecision, record, unitsOf, usedOf } from './hybrid-segments.js'
+import { KeySlots } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
-import { TrackedKey, unitsOf, usedOf } from './hybrid-tracked-key.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
 
@@ -79,10 +79,9 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly runSync: SyncCommand
   private readonly aligned: ServerAlignedClock | undefined
   private readonly now: () => number
-  private readonly entries = new Map<string, TrackedKey>()
-  private readonly ring = new EvictionRing<TrackedKey>()
-  /** Keys the next sync pushes or pulls. */
-  private listed: TrackedKey[] = []
+  private readonly slots: KeySlots
+  /** Slots of the keys the next sync pushes or pulls. */
+  private listed: number[] = []
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
   private readonly errors: ClientErrors | undefined
@@ -96,24 +95,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private timer: NodeJS.Timeout | undefined
   private closed = false
 
-  private readonly table: StateTable = {
-    get: (key) => this.entries.get(key)?.state,
-    set: (key, state, expiresAt) => {
-      const entry = this.entries.get(key) as TrackedKey
-      entry.state = state
-      entry.expiresAt = expiresAt
-    },
-    delete: (key) => {
-      const entry = this.entries.get(key) as TrackedKey
-      entry.state = undefined
-      entry.expiresAt = 0
-    },
-  }
-
   constructor(options: HybridStoreOptions) {
     super()
     this.config = hybridConfigOf(options)
     const { client, prefix, clock } = this.config
+    this.slots = new KeySlots(this.config.maxTrackedKeys)
     this.keys = new KeyBuilder(prefix)
     this.heartbeatKey = `${prefix}hybrid:instances`
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
@@ -152,13 +138,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const { operation, targets, cost } = request
     const degraded = now - this.lastSyncOrStart() > this.config.outageAfterMs
     if (degraded) this.noticeDegraded(now)
-    const keys: string[] = new Array(targets.length)
-    const tracked: TrackedKey[] = new Array(targets.length)
+    const { slots } = this
+    const tracked: number[] = new Array(targets.length)
+    const rooms: number[] = new Array(targets.length)
     for (let t = 0; t < targets.length; t++) {
-      const target = targets[t] as StoreTarget
-      const key = this.keyOf(target)
-      keys[t] = key
-      tracked[t] = this.track(key, target, now)
+      const slot = this.track(targets[t] as StoreTarget, now)
+      tracked[t] = slot
+      rooms[t] = beforeDecision(slots, slot, slots.shape(slot), now)
     }
     let result: StoreResult
     if (degraded && operation !== 'refund') {
@@ -168,19 +154,29 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         return { allowed: outagePolicy === 'allow', nowMs: now, windows: [], outage: { policy: outagePolicy, error } }
       }
       this.outage ??= new OutageTable(outagePolicy === 'local-share' ? this.instances : 1)
-      result = this.outage.evaluate(keys, request, now)
+      result = this.outage.evaluate(
+        tracked.map((slot) => slots.key(slot)),
+        request,
+        now,
+      )
       result.outage = { policy: 'local', error }
       if (operation === 'consume' && result.allowed && cost > 0) {
-        for (const entry of tracked) entry.state = entry.model.charge(entry.state, entry.windows, now, cost)
+        for (const slot of tracked) {
+          const { model, windows } = slots.shape(slot)
+          const charged = model.charge(slots.stateOf(slot, now), windows, now, cost)
+          slots.setState(slot, charged, model.expiresAt(charged, windows))
+        }
       }
     } else {
-      result = evaluateLocally(this.table, keys, request, now)
+      result = evaluateLocally(slots.table, tracked, request, now)
     }
     const units = operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0
     if (units !== 0) {
-      for (const entry of tracked) {
-        entry.record(now, units)
-        this.list(entry)
+      for (let t = 0; t < tracked.length; t++) {
+        const slot = tracked[t] as number
+        record(slots, slot, slots.shape(slot), now, units, rooms[t] as number)
+        slots.markUsed(slot)
+        if (slots.list(slot)) this.listed.push(slot)
       }
     }
     return result
@@ -192,8 +188,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const keys: string[] = []
     for (const target of targets) {
       const key = this.keyOf(target)
-      const entry = this.entries.get(key)
-      if (entry) this.forget(entry)
+      const slot = this.slots.find(key)
+      if (slot >= 0) this.slots.remove(slot)
       keys.push(key, `${key}:prev`)
     }
     const groups = new Map<number, string[]>()
@@ -226,12 +222,12 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   stats(): HybridStats {
     const now = this.now()
-    let dirtyKeys = 0
-    for (const entry of this.listed) if (entry.unsynced) dirtyKeys++
-    for (const entry of this.entries.values()) if (entry.sending !== undefined && !entry.listed) dirtyKeys++
+    const { slots } = this
+    let dirtyKeys = slots.pending.size
+    for (const slot of slots.sending.keys()) if (!slots.pending.has(slot)) dirtyKeys++
     const since = this.lastSyncOrStart()
     return {
-      trackedKeys: this.entries.size,
+      trackedKeys: slots.size,
       dirtyKeys,
       lastSyncAtMs: this.lastGoodSyncAt,
       stalenessMs: Math.max(0, now - since),
@@ -246,7 +242,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (this.closed) return
     if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
-    if (this.listed.some((entry) => entry.unsynced)) await this.syncNow()
+    if (this.slots.pending.size > 0) await this.syncNow()
     else await this.syncing
     this.closed = true
     this.errors?.release()
@@ -256,50 +252,43 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     return this.lastGoodSyncAt > 0 ? this.lastGoodSyncAt : this.startedAt
   }
 
-  /** The key's entry, made current for a decision at `now`, and listed for the next sync. */
-  private track(key: string, target: StoreTarget, now: number): TrackedKey {
-    let entry = this.entries.get(key)
-    if (entry === undefined) {
-      // Held for as long as the key is tracked: flat, rather than the rope of parts it was
-      // built from, which would keep every part alive beside it.
-      entry = new TrackedKey(flat(key), target.algorithm as CounterAlgorithm, target.windows)
-      this.add(entry)
-    } else if (entry.windows !== target.windows) {
-      entry.windows = target.windows
+  /** The target's slot, listed for the next sync, the others' assumed units charged to its state. */
+  private track(target: StoreTarget, now: number): number {
+    const { slots } = this
+    const key = this.keyOf(target)
+    let slot = slots.find(key)
+    if (slot < 0 || slots.shape(slot).windows !== target.windows) {
+      const shape = slots.shapeOf(target.algorithm as CounterAlgorithm, target.windows)
+      if (slot < 0) {
+        // Held for as long as the key is tracked: flat, rather than the rope of parts it was
+        // built from, which would keep every part alive beside it.
+        slot = slots.add(flat(key), shape, this.onEvict)
+      } else {
+        slots.reshape(slot, shape)
+      }
     }
-    entry.used = true
-    if (entry.state !== undefined && entry.expiresAt <= now) {
-      entry.state = undefined
-      entry.expiresAt = 0
-    }
-    entry.touched = true
-    this.list(entry)
-    entry.beforeDecision(now)
-    if (entry.othersPerMs > 0) entry.assumeOthers(now)
-    return entry
+    if (slots.touch(slot)) this.listed.push(slot)
+    if (this.config.extrapolate) this.assumeOthers(slot, now)
+    return slot
   }
 
-  private list(entry: TrackedKey): void {
-    if (entry.listed) return
-    entry.listed = true
-    this.listed.push(entry)
+  private readonly onEvict = (): void => {
+    this.evictedUnsynced++
   }
 
-  private add(entry: TrackedKey): void {
-    this.entries.set(entry.key, entry)
-    if (this.ring.size < this.config.maxTrackedKeys) {
-      this.ring.add(entry)
-      return
-    }
-    const victim = this.ring.replaceUnused(entry)
-    if (victim.unsynced) this.evictedUnsynced++
-    this.entries.delete(victim.key)
-  }
-
-  private forget(entry: TrackedKey): void {
-    this.entries.delete(entry.key)
-    this.ring.remove(entry)
-    entry.pending = undefined
+  /**
+   * Charges the units the other processes are assumed to have admitted since the key's last
+   * sync (extrapolation), as far as they have not been charged yet.
+   */
+  private assumeOthers(slot: number, now: number): void {
+    const others = this.slots.others.get(slot)
+    if (others === undefined) return
+    const due = Math.floor(others.perMs * (now - this.slots.syncedAt(slot))) - others.assumed
+    if (due <= 0) return
+    const { model, windows } = this.slots.shape(slot)
+    const state = model.charge(this.slots.stateOf(slot, now), windows, now, due)
+    this.slots.setState(slot, state, model.expiresAt(state, windows))
+    others.assumed += due
   }
 
   private schedule(): void {
@@ -326,17 +315,17 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     }
     const batch = this.takeListed()
     report.keys = batch.length
-    for (const entry of batch) report.pushedUnits += unitsOf(entry.sending)
-    const chunks = chunksOf(batch, this.cluster)
+    for (const slot of batch) report.pushedUnits += unitsOf(this.slots.sending.get(slot))
+    const chunks = chunksOf(this.slots, batch, this.cluster)
     const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${3 * this.config.syncIntervalMs}`]
     // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
     // with nothing to sync, it goes alone.
-    const calls: Array<{ entries: TrackedKey[]; heartbeat: boolean }> = chunks.map((entries, i) => ({
-      entries,
+    const calls: Array<{ slots: number[]; heartbeat: boolean }> = chunks.map((slots, i) => ({
+      slots,
       heartbeat: i === 0 && !this.cluster,
     }))
-    if (this.cluster || calls.length === 0) calls.unshift({ entries: [], heartbeat: true })
-    const outcomes = calls.map((call) => this.sendChunk(call.entries, time, call.heartbeat ? heartbeat : undefined))
+    if (this.cluster || calls.length === 0) calls.unshift({ slots: [], heartbeat: true })
+    const outcomes = calls.map((call) => this.sendChunk(call.slots, time, call.heartbeat ? heartbeat : undefined))
     const timedOut = Symbol('timed out')
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<typeof timedOut>((resolve) => {
@@ -363,21 +352,24 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /** The listed keys, their units moved to `sending`; a key whose last push is still under way waits for the next sync. */
-  private takeListed(): TrackedKey[] {
+  private takeListed(): number[] {
+    const { slots } = this
     const listed = this.listed
     this.listed = []
-    const batch: TrackedKey[] = []
-    for (const entry of listed) {
-      entry.listed = false
-      if (entry.sending !== undefined) {
-        this.list(entry)
+    const batch: number[] = []
+    for (const slot of listed) {
+      if (!slots.listed(slot)) continue
+      if (slots.sending.has(slot)) {
+        this.listed.push(slot)
         continue
       }
-      if (this.entries.get(entry.key) !== entry) continue
-      entry.sending = entry.pending
-      entry.pending = undefined
-      entry.touched = false
-      batch.push(entry)
+      slots.unlist(slot)
+      const pending = slots.pending.get(slot)
+      if (pending !== undefined) {
+        slots.sending.set(slot, pending)
+        slots.pending.delete(slot)
+      }
+      batch.push(slot)
     }
     return batch
   }
@@ -387,17 +379,20 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    * waiting: units Redis took are never pushed again, and those it did not take are.
    */
   private async sendChunk(
-    entries: TrackedKey[],
+    chunk: number[],
     time: string,
     heartbeat: [string, string] | undefined,
   ): Promise<{ overAdmitted: number; instances: number | undefined; keyError?: TollgateError } | Error> {
-    const { keyCount, keysAndArgs } = chunkArguments(entries, time, heartbeat)
+    const { slots } = this
+    // A slot may be given to another key before the answer comes: the answer is the key's.
+    const keys = chunk.map((slot) => slots.key(slot))
+    const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, time, heartbeat)
     const sentAt = performance.now()
     let answer: ChunkAnswer
     try {
-      answer = readChunkReply(await this.runSync(keyCount, ...keysAndArgs), entries)
+      answer = readChunkReply(await this.runSync(keyCount, ...keysAndArgs), keys)
     } catch (error) {
-      for (const entry of entries) this.requeue(entry)
+      chunk.forEach((slot, i) => this.requeue(slot, keys[i] as string))
       return error instanceof Error ? error : new Error(String(error))
     }
     this.errors?.answered()
@@ -405,17 +400,17 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const syncedAt = time === '-' ? answer.serverMs : Number(time)
     let overAdmitted = 0
     let keyError: TollgateError | undefined
-    entries.forEach((entry, i) => {
+    chunk.forEach((slot, i) => {
       const value = answer.values[i]
+      if (value === undefined || !slots.holds(slot, keys[i] as string)) return
       if (value instanceof TollgateError) {
         // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
-        entry.sending = undefined
+        slots.sending.delete(slot)
         keyError ??= value
         return
       }
-      if (value === undefined) return
       overAdmitted += value.overAdmitted
-      this.applySynced(entry, value.before, value.after, syncedAt)
+      this.applySynced(slot, value.before, value.after, syncedAt)
     })
     if (answer.instances !== undefined) this.instances = Math.max(1, answer.instances)
     return keyError
@@ -424,11 +419,16 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /** Puts a failed push's units back before those admitted since, for the next sync. */
-  private requeue(entry: TrackedKey): void {
-    const { sending } = entry
-    entry.sending = undefined
-    if (sending !== undefined) entry.pending = entry.pending === undefined ? sending : [...sending, ...entry.pending]
-    if (this.entries.get(entry.key) === entry) this.list(entry)
+  private requeue(slot: number, key: string): void {
+    const { slots } = this
+    if (!slots.holds(slot, key)) return
+    const sending = slots.sending.get(slot)
+    slots.sending.delete(slot)
+    if (sending !== undefined) {
+      const pending = slots.pending.get(slot)
+      slots.pending.set(slot, pending === undefined ? sending : [...sending, ...pending])
+    }
+    if (slots.list(slot)) this.listed.push(slot)
   }
 
   /**
@@ -436,26 +436,33 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    * sync was under way charged again on top. With `extrapolate`, the units the others admitted
    * since the key's last sync set the rate they are assumed to go on at.
    */
-  private applySynced(entry: TrackedKey, before: string, after: string, syncedAt: number): void {
-    const { algorithm, windows, model } = entry
-    const pushed = unitsOf(entry.sending)
-    entry.sending = undefined
+  private applySynced(slot: number, before: string, after: string, syncedAt: number): void {
+    const { slots } = this
+    const { algorithm, windows, model } = slots.shape(slot)
+    const pushed = unitsOf(slots.sending.get(slot))
+    slots.sending.delete(slot)
+    const pending = slots.pending.get(slot)
     const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
+    const previousSync = slots.syncedAt(slot)
     if (this.config.extrapolate) {
       const first = windows[0]
-      if (first !== undefined && entry.syncedAt > 0 && syncedAt > entry.syncedAt) {
-        const fleet = usedOf(
-          model,
-          toModelState(algorithm, windows, decodeCounterState(algorithm, windows, before || null), true),
-          first,
-          syncedAt,
+      if (first !== undefined && previousSync > 0 && syncedAt > previousSync) {
+        const fleetBefore = toModelState(
+          algorithm,
+          windows,
+          decodeCounterState(algorithm, windows, before || null),
+          true,
         )
-        const known = usedOf(model, entry.state, first, syncedAt) - pushed - unitsOf(entry.pending) - entry.assumed
-        entry.othersPerMs = Math.max(0, fleet - known) / (syncedAt - entry.syncedAt)
+        const fleet = usedOf(model, fleetBefore, first, syncedAt)
+        const assumed = slots.others.get(slot)?.assumed ?? 0
+        const known =
+          usedOf(model, slots.stateOf(slot, syncedAt), first, syncedAt) - pushed - unitsOf(pending) - assumed
+        const perMs = Math.max(0, fleet - known) / (syncedAt - previousSync)
+        if (perMs > 0) slots.others.set(slot, { perMs, assumed: 0 })
+        else slots.others.delete(slot)
       }
     }
     let state: unknown = baseline
-    const { pending } = entry
     if (pending !== undefined) {
       for (let i = 0; i < pending.length; i += 2) {
         const at = pending[i] as number
@@ -463,11 +470,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         state = units > 0 ? model.charge(state, windows, at, units) : model.refund(state, windows, at, -units)
       }
     }
-    // An array the length of its values: one grown by push holds room for a dozen more.
-    entry.state = Array.isArray(state) ? state.slice() : state
-    entry.expiresAt = state === undefined ? 0 : model.expiresAt(state, windows)
-    entry.syncedAt = syncedAt
-    entry.assumed = 0
+    slots.setState(slot, state, state === undefined ? 0 : model.expiresAt(state, windows))
+    slots.setSyncedAt(slot, syncedAt)
   }
 
   /** A sync that reached Redis for every chunk: the store is synced again. */
@@ -488,13 +492,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   /** Drops keys whose state expired and that hold nothing to push, a slice at a time. */
   private sweep(): void {
     const now = this.safeNow()
-    this.ring.startSweep()
-    this.ring.sweep(SWEEP_PER_SYNC, (entry) => {
-      if (!entry.listed && !entry.unsynced && entry.expiresAt <= now) {
-        this.entries.delete(entry.key)
-        this.ring.remove(entry)
-      }
-    })
+    const { slots } = this
+    slots.sweep(SWEEP_PER_SYNC, (slot) => !slots.listed(slot) && !slots.unsynced(slot) && slots.expiresAt(slot) <= now)
   }
 
   private noticeDegraded(now: number): void {

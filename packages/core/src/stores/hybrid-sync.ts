@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot'
 import { describeValue, TollgateError } from '../errors.js'
 import type { Window } from '../rules.js'
-import type { TrackedKey } from './hybrid-tracked-key.js'
+import type { KeySlots, Shape } from './hybrid-slots.js'
 import { SCRIPT_ALGORITHM } from './redis-wire.js'
 
 /**
@@ -30,37 +30,32 @@ export interface ChunkAnswer {
   values: Array<SyncedValue | TollgateError>
 }
 
-/** A rule's windows always encode to the same text: each is encoded once per algorithm. */
-const ruleTexts = new WeakMap<readonly Window[], Map<string, string>>()
+/** A rule's windows always encode to the same text: each shape is encoded once. */
+const ruleTexts = new WeakMap<Shape, string>()
 
-function ruleText(entry: TrackedKey): string {
-  let texts = ruleTexts.get(entry.windows)
-  if (texts === undefined) {
-    texts = new Map()
-    ruleTexts.set(entry.windows, texts)
-  }
-  let text = texts.get(entry.algorithm)
+function ruleText(shape: Shape): string {
+  let text = ruleTexts.get(shape)
   if (text === undefined) {
-    text = SCRIPT_ALGORITHM[entry.algorithm]
-    for (const window of entry.windows) text += ` ${window.limit} ${window.periodMs}`
-    texts.set(entry.algorithm, text)
+    text = SCRIPT_ALGORITHM[shape.algorithm]
+    for (const window of shape.windows as readonly Window[]) text += ` ${window.limit} ${window.periodMs}`
+    ruleTexts.set(shape, text)
   }
   return text
 }
 
-/** The keys grouped into chunks: by slot on a Cluster (a script runs on one slot), at most MAX_CHUNK each. */
-export function chunksOf(entries: readonly TrackedKey[], cluster: boolean): TrackedKey[][] {
-  const groups = new Map<number, TrackedKey[]>()
-  for (const entry of entries) {
-    const slot = cluster ? calculateSlot(entry.key) : 0
-    let group = groups.get(slot)
+/** The keys' slots grouped into chunks: by slot on a Cluster (a script runs on one slot), at most MAX_CHUNK each. */
+export function chunksOf(slots: KeySlots, batch: readonly number[], cluster: boolean): number[][] {
+  const groups = new Map<number, number[]>()
+  for (const slot of batch) {
+    const hashSlot = cluster ? calculateSlot(slots.key(slot)) : 0
+    let group = groups.get(hashSlot)
     if (group === undefined) {
       group = []
-      groups.set(slot, group)
+      groups.set(hashSlot, group)
     }
-    group.push(entry)
+    group.push(slot)
   }
-  const chunks: TrackedKey[][] = []
+  const chunks: number[][] = []
   for (const group of groups.values()) {
     for (let at = 0; at < group.length; at += MAX_CHUNK) chunks.push(group.slice(at, at + MAX_CHUNK))
   }
@@ -73,33 +68,33 @@ export function chunksOf(entries: readonly TrackedKey[], cluster: boolean): Trac
  * its `sending` units (none: it is only read).
  */
 export function chunkArguments(
-  entries: readonly TrackedKey[],
+  slots: KeySlots,
+  chunk: readonly number[],
   time: string,
   heartbeat: readonly [string, string] | undefined,
 ): { keyCount: number; keysAndArgs: string[] } {
   const keys: string[] = heartbeat ? [heartbeat[0]] : []
   const args: string[] = [time, heartbeat ? heartbeat[1] : '']
-  for (const entry of entries) {
-    keys.push(entry.key)
-    const segments = entry.sending
-    args.push(`${ruleText(entry)}|${segments === undefined ? '' : segments.join(' ')}`)
+  for (const slot of chunk) {
+    keys.push(slots.key(slot))
+    const segments = slots.sending.get(slot)
+    args.push(`${ruleText(slots.shape(slot))}|${segments === undefined ? '' : segments.join(' ')}`)
   }
   return { keyCount: keys.length, keysAndArgs: [...keys, ...args] }
 }
 
-/** The script's reply read back; throws TG_STORE for one that does not parse. */
-export function readChunkReply(reply: unknown, entries: readonly TrackedKey[]): ChunkAnswer {
-  if (!Array.isArray(reply) || reply.length !== 2 + 3 * entries.length || typeof reply[0] !== 'number') {
+/** The script's reply read back for the chunk's `keys`; throws TG_STORE for one that does not parse. */
+export function readChunkReply(reply: unknown, keys: readonly string[]): ChunkAnswer {
+  if (!Array.isArray(reply) || reply.length !== 2 + 3 * keys.length || typeof reply[0] !== 'number') {
     throw new TollgateError('TG_STORE', `unexpected reply from the sync script: ${describeValue(reply)}`)
   }
   const instances = reply[1] as number
   const values: Array<SyncedValue | TollgateError> = []
-  for (let i = 0; i < entries.length; i++) {
+  for (let i = 0; i < keys.length; i++) {
     const before = String(reply[2 + 3 * i])
     if (before.startsWith('!')) {
-      const entry = entries[i] as TrackedKey
       values.push(
-        new TollgateError('TG_STORE', `the store failed on ${entry.key}: ${before.slice(1)}`, { storeDown: false }),
+        new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${before.slice(1)}`, { storeDown: false }),
       )
       continue
     }

@@ -1,0 +1,293 @@
+import type { Algorithm } from '../algorithms/algorithm.js'
+import { algorithms } from '../algorithms/index.js'
+import type { Window } from '../rules.js'
+import type { StateTable } from './evaluate-locally.js'
+import type { CounterAlgorithm } from './redis-state.js'
+
+/** What every key of one rule shares: its algorithm and windows. */
+export interface Shape {
+  readonly id: number
+  readonly algorithm: CounterAlgorithm
+  readonly windows: readonly Window[]
+  readonly model: Algorithm<unknown>
+  readonly bucket: boolean
+  /** Values of a one-window state, `[period, …fields]`: at most INLINE, kept in `values`. */
+  readonly inline: number
+}
+
+const USED = 1
+const TOUCHED = 2
+const LISTED = 4
+const SPLIT = 8
+const HELD = 16
+const INLINE = 4
+/** Shape ids are kept in 16 bits. */
+const MAX_SHAPES = 0xffff
+
+/**
+ * The keys a HybridStore tracks, as columns: a slot per key, its fields in typed arrays, so that a
+ * million keys cost the Map's entry and key and about 60 bytes beside (a key as an object of its
+ * own, with its state as an array, cost 340). A one-window state lives in `values`; a state of
+ * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in `pending`
+ * and `sending` only for the keys that have them.
+ *
+ * The order a full table forgets in is CLOCK over the slots: a hand goes round and takes the
+ * first slot not used since it last came by. A key with units not yet pushed is marked used by
+ * every decision that charges it, so it goes last.
+ */
+export class KeySlots {
+  private readonly index = new Map<string, number>()
+  private readonly shapesByWindows = new WeakMap<readonly Window[], Map<CounterAlgorithm, Shape>>()
+  private readonly shapes: Shape[] = []
+  private keys: Array<string | undefined> = []
+  private shapeIds = new Uint16Array(0)
+  private flags = new Uint8Array(0)
+  private values = new Float64Array(0)
+  private expiries = new Float64Array(0)
+  private synced = new Float64Array(0)
+  private rooms = new Float64Array(0)
+  private readonly wide = new Map<number, number[]>()
+  /** Units admitted here since the sync under way (or the last one) took the key's: `at, units, at, units…`. */
+  readonly pending = new Map<number, number[]>()
+  /** The units a sync under way is pushing, until Redis took them or failed. */
+  readonly sending = new Map<number, number[]>()
+  /** Units per ms the other processes admitted between the key's last two syncs, and how many of them were charged since. */
+  readonly others = new Map<number, { perMs: number; assumed: number }>()
+  private readonly free: number[] = []
+  private used = 0
+  private hand = 0
+  private sweepAt = 0
+
+  readonly table: StateTable<number> = {
+    get: (slot, now) => this.stateOf(slot, now),
+    set: (slot, state, expiresAt) => this.setState(slot, state, expiresAt),
+    delete: (slot) => this.clearState(slot),
+  }
+
+  constructor(private readonly maxKeys: number) {}
+
+  get size(): number {
+    return this.index.size
+  }
+
+  shapeOf(algorithm: CounterAlgorithm, windows: readonly Window[]): Shape {
+    let byAlgorithm = this.shapesByWindows.get(windows)
+    if (byAlgorithm === undefined) {
+      byAlgorithm = new Map()
+      this.shapesByWindows.set(windows, byAlgorithm)
+    }
+    let shape = byAlgorithm.get(algorithm)
+    if (shape === undefined) {
+      if (this.shapes.length >= MAX_SHAPES)
+        throw new RangeError(`a HybridStore holds at most ${MAX_SHAPES} rule shapes`)
+      const model = algorithms[algorithm]
+      const bucket = algorithm === 'token-bucket' || algorithm === 'gcra'
+      const arity = algorithm === 'sliding-window' ? 3 : 2
+      shape = { id: this.shapes.length, algorithm, windows, model, bucket, inline: 1 + arity }
+      this.shapes.push(shape)
+      byAlgorithm.set(algorithm, shape)
+    }
+    return shape
+  }
+
+  find(key: string): number {
+    return this.index.get(key) ?? -1
+  }
+
+  key(slot: number): string {
+    return this.keys[slot] as string
+  }
+
+  shape(slot: number): Shape {
+    return this.shapes[this.shapeIds[slot] as number] as Shape
+  }
+
+  /** The key's slot, new; past `maxKeys` another key's is taken. `onEvict` hears of a key dropped with units not yet pushed. */
+  add(key: string, shape: Shape, onEvict: (slot: number) => void): number {
+    let slot: number
+    if (this.index.size >= this.maxKeys) {
+      slot = this.victim()
+      if (this.unsynced(slot)) onEvict(slot)
+      this.remove(slot)
+    }
+    slot = this.free.pop() ?? this.grow()
+    this.index.set(key, slot)
+    this.keys[slot] = key
+    this.shapeIds[slot] = shape.id
+    this.flags[slot] = 0
+    this.expiries[slot] = 0
+    this.synced[slot] = 0
+    return slot
+  }
+
+  /** The key's rule changed its windows (or is another limiter's equal rule): its state stays, found by period. */
+  reshape(slot: number, shape: Shape): void {
+    const state = this.stateOf(slot, Number.NEGATIVE_INFINITY)
+    this.shapeIds[slot] = shape.id
+    if (state !== undefined) this.setState(slot, state, this.expiries[slot] as number)
+  }
+
+  remove(slot: number): void {
+    const key = this.keys[slot]
+    if (key === undefined) return
+    this.index.delete(key)
+    this.keys[slot] = undefined
+    this.flags[slot] = 0
+    this.wide.delete(slot)
+    this.pending.delete(slot)
+    this.sending.delete(slot)
+    this.others.delete(slot)
+    this.free.push(slot)
+  }
+
+  /** Whether the slot holds the key (it may have been dropped and given to another). */
+  holds(slot: number, key: string): boolean {
+    return this.keys[slot] === key
+  }
+
+  unsynced(slot: number): boolean {
+    return this.pending.has(slot) || this.sending.has(slot)
+  }
+
+  markUsed(slot: number): void {
+    this.flags[slot] = (this.flags[slot] as number) | USED
+  }
+
+  /** Marks the key decided on since the last sync; true when it was not listed for the next sync yet. */
+  touch(slot: number): boolean {
+    const flags = this.flags[slot] as number
+    this.flags[slot] = flags | USED | TOUCHED | LISTED
+    return (flags & LISTED) === 0
+  }
+
+  /** Lists the key for the next sync; true when it was not listed yet. */
+  list(slot: number): boolean {
+    const flags = this.flags[slot] as number
+    this.flags[slot] = flags | LISTED
+    return (flags & LISTED) === 0
+  }
+
+  unlist(slot: number): void {
+    this.flags[slot] = (this.flags[slot] as number) & ~(LISTED | TOUCHED)
+  }
+
+  listed(slot: number): boolean {
+    return ((this.flags[slot] as number) & LISTED) !== 0
+  }
+
+  /** The state the models decide on, or undefined; one that expired is dropped first. */
+  stateOf(slot: number, now: number): unknown {
+    const flags = this.flags[slot] as number
+    if ((flags & HELD) === 0) return undefined
+    if ((this.expiries[slot] as number) <= now) {
+      this.clearState(slot)
+      return undefined
+    }
+    const wide = this.wide.get(slot)
+    if (wide !== undefined) return wide
+    const at = slot * INLINE
+    const { values } = this
+    return this.shape(slot).inline === 3
+      ? [values[at], values[at + 1], values[at + 2]]
+      : [values[at], values[at + 1], values[at + 2], values[at + 3]]
+  }
+
+  setState(slot: number, state: unknown, expiresAt: number): void {
+    if (state === undefined) {
+      this.clearState(slot)
+      return
+    }
+    const array = state as number[]
+    if (array.length === this.shape(slot).inline) {
+      this.wide.delete(slot)
+      const at = slot * INLINE
+      for (let i = 0; i < array.length; i++) this.values[at + i] = array[i] as number
+    } else {
+      // A state exactly as long as its values: one grown by push keeps room for a dozen more.
+      this.wide.set(slot, array.slice())
+    }
+    this.flags[slot] = (this.flags[slot] as number) | HELD
+    this.expiries[slot] = expiresAt
+  }
+
+  clearState(slot: number): void {
+    this.flags[slot] = (this.flags[slot] as number) & ~HELD
+    this.wide.delete(slot)
+    this.expiries[slot] = 0
+  }
+
+  expiresAt(slot: number): number {
+    return this.expiries[slot] as number
+  }
+
+  syncedAt(slot: number): number {
+    return this.synced[slot] as number
+  }
+
+  setSyncedAt(slot: number, at: number): void {
+    this.synced[slot] = at
+  }
+
+  /** A bucket's room before the decision under way, then what the key's last segment may gather. */
+  room(slot: number): number {
+    return this.rooms[slot] as number
+  }
+
+  setRoom(slot: number, room: number): void {
+    this.rooms[slot] = room
+  }
+
+  split(slot: number): boolean {
+    return ((this.flags[slot] as number) & SPLIT) !== 0
+  }
+
+  setSplit(slot: number, split: boolean): void {
+    const flags = this.flags[slot] as number
+    this.flags[slot] = split ? flags | SPLIT : flags & ~SPLIT
+  }
+
+  /**
+   * Visits up to `budget` slots from where the last sweep stopped, dropping the keys `droppable`
+   * says may go.
+   */
+  sweep(budget: number, droppable: (slot: number) => boolean): void {
+    const end = this.keys.length
+    for (let visited = 0; visited < budget && visited < end; visited++) {
+      if (this.sweepAt >= end) this.sweepAt = 0
+      const slot = this.sweepAt++
+      if (this.keys[slot] !== undefined && droppable(slot)) this.remove(slot)
+    }
+  }
+
+  private victim(): number {
+    const end = this.keys.length
+    for (;;) {
+      if (this.hand >= end) this.hand = 0
+      const slot = this.hand++
+      if (this.keys[slot] === undefined) continue
+      const flags = this.flags[slot] as number
+      if ((flags & USED) === 0) return slot
+      this.flags[slot] = flags & ~USED
+    }
+  }
+
+  /** A slot past the last one used, the columns doubled (up to maxKeys) when they are full. */
+  private grow(): number {
+    const slot = this.used++
+    if (slot >= this.shapeIds.length) {
+      const capacity = Math.min(this.maxKeys, Math.max(1024, this.shapeIds.length * 2))
+      this.shapeIds = grown(this.shapeIds, new Uint16Array(capacity))
+      this.flags = grown(this.flags, new Uint8Array(capacity))
+      this.values = grown(this.values, new Float64Array(capacity * INLINE))
+      this.expiries = grown(this.expiries, new Float64Array(capacity))
+      this.synced = grown(this.synced, new Float64Array(capacity))
+      this.rooms = grown(this.rooms, new Float64Array(capacity))
+    }
+    return slot
+  }
+}
+
+function grown<A extends Uint8Array | Uint16Array | Float64Array>(from: A, into: A): A {
+  into.set(from)
+  return into
+}
