@@ -392,7 +392,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     try {
       answer = readChunkReply(await this.runSync(keyCount, ...keysAndArgs), keys)
     } catch (error) {
-      chunk.forEach((slot, i) => this.requeue(slot, keys[i] as string))
+      for (const [i, slot] of chunk.entries()) this.requeue(slot, keys[i] as string)
       return error instanceof Error ? error : new Error(String(error))
     }
     this.errors?.answered()
