@@ -9,12 +9,15 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ManualClock } from './manual-clock.js'
 import { seededRandom } from './seeded-random.js'
+import { describeShedding } from './shedding-conformance.js'
 
 export interface StoreHarness {
   /** A store over state no other test touches, reading time from `clock`. */
   makeStore(clock: () => number): Store
   /** Every key the store made holds, with its remaining TTL in ms (-1: none). */
   keys(): Promise<Array<{ key: string; ttlMs: number }>>
+  /** Every key the store made holds with its state, as text that differs whenever the state does. */
+  snapshot(): Promise<Record<string, string>>
   close(): Promise<void>
 }
 
@@ -575,6 +578,8 @@ export function runStoreConformance(name: string, setup: () => Promise<StoreHarn
         await limiter.close()
       })
     })
+
+    describeShedding(() => harness)
 
     describe('reset and parent rules', () => {
       const rules = {
