@@ -5,20 +5,30 @@
 --
 -- KEYS     the targets' state keys, decision after decision; a target is one rule × one
 --          identifier and its key holds all the rule's windows
--- ARGV     one request per decision: 'operation cost now rule|rule|…', one rule per key
+-- ARGV     one request per decision: 'operation cost now rule|rule|…', one rule per key, or for
+--          a decision that may shed 'operation cost now * rule|rule|…' and then its random number
+--          as an argument of its own
 --            operation  'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
 --                       charged at `now`, on the targets of one Cluster slot when another slot
---                       refused)
+--                       refused); '*' only with 'consume' or 'peek'
 --            cost       an integer ≥ 0
 --            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
---            rule       'code limit period limit period …' with code 'sl', 'fw', 'sw' or 'tb'
---          Requests of one rule in one batch send the same text, which is parsed once.
--- Reply    one flat array, decision after decision: either now × 2 + allowed (1 or 0), then per
---          window in order remaining, reset_at, fits_at, with fits_at = -1 when the cost can never
---          fit, every number an integer; or one string, the error that decision met (one bad key
---          fails only its own decision, and it fails before anything of it is written). Flat,
---          because Redis converts a nested table per decision at a cost of its own, and now shares
---          an integer with allowed because each integer of the reply costs Redis time.
+--            rule       'code window window …' with code 'sl', 'fw', 'sw' or 'tb' and each window
+--                       'limit period', or 'limit period/low_burst' for one that sheds
+--            random     in [0, 1), as JavaScript prints it: a decision that fits every window is
+--                       still refused, charging nothing, when it is below a window's drop
+--                       probability (lib/shedding.lua)
+--          Requests of one rule in one batch send the same text, which is parsed once; the random
+--          number, which differs every time, stays out of it.
+-- Reply    one flat array, decision after decision: either now × 2 + allowed (1 or 0), then for a
+--          request with a random number 1 if it was shed else 0, then per window in order
+--          remaining, reset_at, fits_at, with fits_at = -1 when the cost can never fit (for a
+--          window that shed the decision: when its use after the cost is at most low_burst, at
+--          least now + 1), every number an integer; or one string, the error that decision met
+--          (one bad key fails only its own decision, and it fails before anything of it is
+--          written). Flat, because Redis converts a nested table per decision at a cost of its
+--          own, and now shares an integer with allowed because each integer of the reply costs
+--          Redis time.
 --
 -- Every operation of every algorithm takes the same two passes, for one window of one key as for
 -- many: each module offers
@@ -26,16 +36,21 @@
 --   check(key, windows, now, cost, operation, s, base)
 --                    reads the key into s from s[base + 1] on, made current at now (an undo's as
 --                    stored), and says whether `cost` fits every window (refund and undo: true)
---   finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+--   sheds(windows, now, cost, random, s, base)
+--                    after a check that fitted, whether a window with low_burst drops the request
+--   finish(key, windows, now, cost, operation, writes, s, base, reply, n, shed)
 --                    when `writes`, applies the operation; writes the key if it changed or held
 --                    state a faster clock stamped; appends each window's remaining, reset_at and
---                    fits_at after reply[n]; returns the reply's new length
+--                    fits_at after reply[n] (`shed`: the random number of a decision shed, whose
+--                    dropping windows answer when they stop shedding); returns the reply's new
+--                    length
 -- Every target is checked before any is finished, so nothing is written unless every window of
 -- the decision fits, and a key that cannot be read (WRONGTYPE) fails the decision before any
 -- write. The steps are those of the TypeScript models that the in-memory store runs (undo has
 -- no counterpart there: one process never splits a decision).
 
 --#include lib/numbers.lua
+--#include lib/shedding.lua
 --#include lib/counter_state.lua
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua
@@ -62,10 +77,16 @@ local function rule_of(text)
     algorithms[code] = algorithm
   end
   local windows = {}
-  for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
-    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
+  for limit, period, low_burst in string.gmatch(rest, '(%d+) (%d+)/?(%d*)') do
+    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period), low_burst = tonumber(low_burst) }
   end
-  rule = { check = algorithm.check, finish = algorithm.finish, windows = windows, width = algorithm.width(#windows) }
+  rule = {
+    check = algorithm.check,
+    sheds = algorithm.sheds,
+    finish = algorithm.finish,
+    windows = windows,
+    width = algorithm.width(#windows),
+  }
   parsed_rules[text] = rule
   return rule
 end
@@ -90,15 +111,34 @@ local function request_of(text)
   if not OPERATIONS[operation] then
     error('unknown operation in ' .. text)
   end
+  -- A rule starts with its code's letters; '*' (byte 42) says a random number follows the request.
+  local sheds = byte(rest) == 42
+  if sheds then
+    if operation ~= 'consume' and operation ~= 'peek' then
+      error('a random number only goes with consume or peek: ' .. text)
+    end
+    rest = sub(rest, 3)
+  end
   local rules = {}
   for rule in string.gmatch(rest, '[^|]+') do
     rules[#rules + 1] = rule_of(rule)
   end
-  local keys, width = #rules, 1
+  local keys, width, args = #rules, 1, 1
+  if sheds then
+    width, args = 2, 2
+  end
   for i = 1, keys do
     width = width + 3 * #rules[i].windows
   end
-  request = { operation = operation, cost = tonumber(cost), rules = rules, keys = keys, width = width }
+  request = {
+    operation = operation,
+    cost = tonumber(cost),
+    sheds = sheds,
+    rules = rules,
+    keys = keys,
+    width = width,
+    args = args,
+  }
   if now == '-' then
     -- Requests live for one script call, and so does the server's time.
     request.now = server_time()
@@ -145,16 +185,40 @@ local function decide_from_arg()
       end
       base = base + rule.width
     end
+    local random, shed = false, false
+    if request.sheds then
+      random = tonumber(ARGV[arg + 1])
+      if not (random and random >= 0 and random < 1) then
+        error('the random number ' .. tostring(ARGV[arg + 1]) .. ' is not in [0, 1)')
+      end
+    end
+    -- Only a decision that fits may be shed: one that does not is limited, whatever the draw.
+    if random and allowed then
+      base = 0
+      for i = 1, keys do
+        local rule = rules[i]
+        if rule.sheds(rule.windows, now, cost, random, state, base) then
+          shed = random
+          allowed = false
+          break
+        end
+        base = base + rule.width
+      end
+    end
     local writes = cost > 0 and operation ~= 'peek' and allowed
     local length = n + 1
     reply[length] = now * 2 + (allowed and 1 or 0)
+    if random then
+      length = length + 1
+      reply[length] = shed and 1 or 0
+    end
     base = 0
     for i = 1, keys do
       local rule = rules[i]
-      length = rule.finish(KEYS[key + i - 1], rule.windows, now, cost, operation, writes, state, base, reply, length)
+      length = rule.finish(KEYS[key + i - 1], rule.windows, now, cost, operation, writes, state, base, reply, length, shed)
       base = base + rule.width
     end
-    n, key, arg = length, key + keys, arg + 1
+    n, key, arg = length, key + keys, arg + request.args
   end
 end
 
@@ -177,6 +241,6 @@ while true do
   for i = n + 1, n + request.width do
     reply[i] = nil
   end
-  key, arg = key + request.keys, arg + 1
+  key, arg = key + request.keys, arg + request.args
 end
 return reply

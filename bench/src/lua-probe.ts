@@ -1,5 +1,5 @@
 // pnpm --filter @tollgate/bench lua-probe [--script <file>]… [--batch 128] [--ms 400] [--repetitions 5]
-//   [--algorithms sl,fw,sw,tb] [--shapes one-window,two-by-two] [--keys spread,hot]
+//   [--algorithms sl,fw,sw,tb] [--shapes one-window,two-by-two] [--keys spread,hot] [--shed]
 //
 // The decide script alone, without the client: EVALSHA of `--batch` consumes at a time (two calls
 // in flight) against a redis-server of its own, and the time Redis spent per decision (INFO
@@ -7,7 +7,8 @@
 // file; by default the workspace's packages/core/src/scripts/generated.ts. Several scripts are
 // measured in turns, the order rotated each repetition, Redis flushed before each measurement,
 // so that a copy of the script edited one way can be compared with the shipped one on a busy
-// machine. Prints medians with the min–max range.
+// machine. Prints medians with the min–max range. `--shed` gives every window a lowBurst of half its
+// limit and every decision a random number of its own, as the store sends a rule that sheds.
 import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -27,6 +28,7 @@ const { values } = parseArgs({
     algorithms: { type: 'string', default: 'sl,fw,sw,tb' },
     shapes: { type: 'string', default: 'one-window,two-by-two' },
     keys: { type: 'string', default: 'spread,hot' },
+    shed: { type: 'boolean', default: false },
   },
 })
 
@@ -54,7 +56,10 @@ const files = values.script?.map((file) => resolve(cwd, file)) ?? [
 
 /** The two-by-two rule of the decisions measure: the first window, then a tenth of it per second. */
 function specOf(code: string, shape: string): string {
-  return shape === 'one-window' ? `${code} ${LIMIT} ${PERIOD_MS}` : `${code} ${LIMIT} ${PERIOD_MS} ${LIMIT / 10} 1000`
+  const low = (limit: number) => (values.shed ? `/${limit / 2}` : '')
+  return shape === 'one-window'
+    ? `${code} ${LIMIT} ${PERIOD_MS}${low(LIMIT)}`
+    : `${code} ${LIMIT} ${PERIOD_MS}${low(LIMIT)} ${LIMIT / 10} 1000${low(LIMIT / 10)}`
 }
 
 function keysOf(code: string, shape: string, i: number): string[] {
@@ -68,14 +73,17 @@ const admin = new Redis(server.url)
 
 async function measure(sha: string, code: string, shape: string, spread: boolean): Promise<number> {
   const spec = specOf(code, shape)
-  const header = `consume 1 - ${spec}${shape === 'one-window' ? '' : `|${spec}`}`
+  const rules = `${spec}${shape === 'one-window' ? '' : `|${spec}`}`
+  const request = values.shed ? `consume 1 - * ${rules}` : `consume 1 - ${rules}`
   let next = 0
   const call = () => {
     const keys: string[] = []
     const args: string[] = []
     for (let d = 0; d < batch; d++) {
       keys.push(...keysOf(code, shape, spread ? next++ % IDENTIFIERS : 0))
-      args.push(header)
+      args.push(request)
+      // A decision that may shed sends its random number after its request, one of its own each.
+      if (values.shed) args.push(String(Math.random()))
     }
     return client.evalsha(sha, keys.length, ...keys, ...args)
   }

@@ -97,7 +97,18 @@ local function bucket_module()
     return fit
   end
 
-  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+  -- The check made every window's deficit current and its scale known.
+  function module.sheds(windows, now, cost, random, s, base)
+    for k = 1, #windows do
+      local w = windows[k]
+      if w.low_burst and drops(w, s[base + 2 * k + 1], w.per_token, cost, random) then
+        return true
+      end
+    end
+    return false
+  end
+
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n, shed)
     local latest, undo = 0, operation == 'undo'
     for k = 1, #windows do
       local w, i = windows[k], base + 2 * k - 1
@@ -139,7 +150,11 @@ local function bucket_module()
         reset_at = fits(per_token, per_ms, capacity, now, remaining + 1, measured_at, deficit)
       end
       if cost <= w.limit then
-        fits_at = fits(per_token, per_ms, capacity, now, cost, measured_at, deficit)
+        if shed and w.low_burst and drops(w, deficit, per_token, cost, shed) then
+          fits_at = max(now + 1, fits(per_token, per_ms, capacity, now, shed_need(w, cost), measured_at, deficit))
+        else
+          fits_at = fits(per_token, per_ms, capacity, now, cost, measured_at, deficit)
+        end
       end
       if remaining > WIRE_EXACT then
         remaining = fmt(remaining)

@@ -53,7 +53,17 @@ local function fixed_window_module()
     return fit
   end
 
-  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+  function module.sheds(windows, now, cost, random, s, base)
+    for k = 1, #windows do
+      local w = windows[k]
+      if w.low_burst and drops(w, s[base + 2 * k + 1], 1, cost, random) then
+        return true
+      end
+    end
+    return false
+  end
+
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n, shed)
     local expires_at, undo = 0, operation == 'undo'
     for k = 1, #windows do
       local w, i = windows[k], base + 2 * k - 1
@@ -100,6 +110,12 @@ local function fixed_window_module()
       end
       if cost > limit then
         fits_at = -1
+      elseif shed and w.low_burst and drops(w, count, 1, cost, shed) then
+        if count + shed_need(w, cost) > limit then
+          fits_at = ends_at
+        else
+          fits_at = now + 1
+        end
       elseif count + cost > limit then
         fits_at = ends_at
       end

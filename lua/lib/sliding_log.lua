@@ -223,7 +223,19 @@ local function sliding_log_module()
     return measure(key, windows, now, cost, s, base)
   end
 
-  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+  -- The check measured every window: the newest total less the total before it is its use.
+  function module.sheds(windows, now, cost, random, s, base)
+    local total = s[base + 1]
+    for k = 1, #windows do
+      local w = windows[k]
+      if w.low_burst and drops(w, total - s[base + 4 + 2 * k], 1, cost, random) then
+        return true
+      end
+    end
+    return false
+  end
+
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n, shed)
     local longest, count = windows.longest or longest_of(windows), #windows
     local total, last_time = s[base + 1], s[base + 2]
     if s[base + 3] then
@@ -303,7 +315,12 @@ local function sliding_log_module()
         reset_at, first = fits(key, w, now, remaining + 1, used, before, first)
       end
       if cost <= limit then
-        fits_at = fits(key, w, now, cost, used, before, first)
+        if shed and w.low_burst and drops(w, used, 1, cost, shed) then
+          -- Parenthesized: fits also returns `first`, which max must not see.
+          fits_at = max(now + 1, (fits(key, w, now, shed_need(w, cost), used, before, first)))
+        else
+          fits_at = fits(key, w, now, cost, used, before, first)
+        end
       end
       if remaining > WIRE_EXACT then
         remaining = fmt(remaining)

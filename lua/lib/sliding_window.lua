@@ -104,7 +104,21 @@ local function sliding_window_module()
     return fit
   end
 
-  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n)
+  function module.sheds(windows, now, cost, random, s, base)
+    for k = 1, #windows do
+      local w = windows[k]
+      if w.low_burst then
+        local period, i = w.period, base + 3 * k - 2
+        local used = s[i + 2] + weighted(period, (now - now % period) / period, now, s[i + 3])
+        if drops(w, used, 1, cost, random) then
+          return true
+        end
+      end
+    end
+    return false
+  end
+
+  function module.finish(key, windows, now, cost, operation, writes, s, base, reply, n, shed)
     local latest, undo = 0, operation == 'undo'
     for k = 1, #windows do
       local w, i = windows[k], base + 3 * k - 2
@@ -162,7 +176,11 @@ local function sliding_window_module()
         reset_at = fits(limit, period, now, remaining + 1, index, count, previous)
       end
       if cost <= limit then
-        fits_at = fits(limit, period, now, cost, index, count, previous)
+        if shed and w.low_burst and drops(w, count + weighted(period, index, now, previous), 1, cost, shed) then
+          fits_at = max(now + 1, fits(limit, period, now, shed_need(w, cost), index, count, previous))
+        else
+          fits_at = fits(limit, period, now, cost, index, count, previous)
+        end
       end
       if remaining > WIRE_EXACT then
         remaining = fmt(remaining)

@@ -275,6 +275,33 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
       })
     })
 
+    describe('shedding', () => {
+      // 10 per 10 s shedding from 2, every draw 0: the third request leaves a use of 3 and is shed.
+      it('answers a shed request 429 with Retry-After from when its window is back at lowBurst', async () => {
+        const limiter = createLimiter({
+          store: store(),
+          rules: { api: { windows: [{ limit: 10, period: '10s', lowBurst: 2 }] } },
+          random: () => 0,
+        })
+        limiters.push(limiter)
+        const http = await serve([{ method: 'GET', path: '/', rateLimit: { limiter, rule: 'api' } }])
+        for (let i = 0; i < 2; i++) expect((await http.get('/')).status).toBe(200)
+        // One of the two units leaves at 10 s: 5.5 s from here, rounded up.
+        clock.advance(4_500)
+        const shed = await http.get('/')
+        expect(shed.status).toBe(429)
+        expect(shed.headers['retry-after']).toBe('6')
+        expect(problemOf(shed)).toMatchObject({
+          type: QUOTA_EXCEEDED,
+          status: 429,
+          'violated-policies': ['api-10s'],
+          'retry-after': 6,
+        })
+        // Nothing was charged: 8 of 10 are left.
+        expect(await left(limiter, 'api')).toBe(8)
+      })
+    })
+
     describe('header formats, continued', () => {
       it("draft-8: express-rate-limit's name for the draft-10 fields, which it sends unchanged", async () => {
         const http = await serveLimited({ rule: 'api', windows: [{ limit: 2, period: '10s' }], headers: 'draft-8' })

@@ -9,3 +9,12 @@ export function seededRandom(seed: number): (below: number) => number {
     return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4_294_967_296) * below)
   }
 }
+
+/**
+ * Numbers in [0, 1) with all 53 bits a double holds, like `Math.random`'s, from `seededRandom`:
+ * for a limiter's `random`, so that two limiters given the same seed draw the same sequence.
+ */
+export function seededUniform(seed: number): () => number {
+  const next = seededRandom(seed)
+  return () => (next(2 ** 26) * 2 ** 27 + next(2 ** 27)) / 2 ** 53
+}

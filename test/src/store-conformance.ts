@@ -9,12 +9,16 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ManualClock } from './manual-clock.js'
 import { seededRandom } from './seeded-random.js'
+import { describeShedding } from './shedding-conformance.js'
+import { withAlgorithm } from './with-algorithm.js'
 
 export interface StoreHarness {
   /** A store over state no other test touches, reading time from `clock`. */
   makeStore(clock: () => number): Store
   /** Every key the store made holds, with its remaining TTL in ms (-1: none). */
   keys(): Promise<Array<{ key: string; ttlMs: number }>>
+  /** Every key the store made holds with its state, as text that differs whenever the state does. */
+  snapshot(): Promise<Record<string, string>>
   close(): Promise<void>
 }
 
@@ -62,7 +66,7 @@ export function runStoreConformance(
     function limiterFor(given: RulesOptions) {
       const clock = new ManualClock(T0)
       const store = harness.makeStore(clock.now)
-      const rules = fallback === undefined ? given : withAlgorithm(given, fallback)
+      const rules = withAlgorithm(given, fallback)
       const limiter = createLimiter({ store, rules, onWarning: () => {} })
       return { limiter, clock, store }
     }
@@ -596,6 +600,8 @@ export function runStoreConformance(
       })
     })
 
+    describeShedding(() => harness, algorithms, fallback)
+
     describe('reset and parent rules', () => {
       const rules = {
         api: { windows: [{ limit: 5, period: '10s' }] },
@@ -668,14 +674,4 @@ export function runStoreConformance(
       })
     })
   })
-}
-
-/** The rules, each that names no algorithm given `algorithm`. */
-function withAlgorithm(rules: RulesOptions, algorithm: AlgorithmName): RulesOptions {
-  return Object.fromEntries(
-    Object.entries(rules).map(([name, rule]) => [
-      name,
-      typeof rule === 'object' && rule.algorithm === undefined ? { ...rule, algorithm } : rule,
-    ]),
-  ) as RulesOptions
 }

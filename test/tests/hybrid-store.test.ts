@@ -11,7 +11,7 @@ import {
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
-import { keysWithTtl } from '../src/redis-keys.js'
+import { keysWithTtl, keyValues } from '../src/redis-keys.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 import { keysWithoutTtl } from '../src/ttl-audit.js'
 
@@ -140,6 +140,12 @@ runStoreConformance(
         // The instances and the fixed window's finished counts (`:prev`) are keys of their own,
         // each with its TTL (tested above); the suite counts the state keys.
         return held.filter(({ key }) => key !== `${current?.prefix}hybrid:instances` && !key.endsWith(':prev'))
+      },
+      async snapshot() {
+        if (current === undefined) return {}
+        const prefix = current.prefix
+        const held = await keyValues(client, prefix)
+        return Object.fromEntries(Object.entries(held).filter(([key]) => key !== `${prefix}hybrid:instances`))
       },
       close: async () => {
         await client.quit()

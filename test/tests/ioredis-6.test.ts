@@ -5,7 +5,7 @@ import { createLimiter, RedisStore } from '@tollgate/core'
 import { Cluster, Redis } from 'ioredis6'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { spawnRedisCluster, waitReady } from '../src/redis-cluster.js'
-import { keysWithTtl } from '../src/redis-keys.js'
+import { keysWithTtl, keyValues } from '../src/redis-keys.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
 runStoreConformance('RedisStore on ioredis 6', async () => {
@@ -18,6 +18,7 @@ runStoreConformance('RedisStore on ioredis 6', async () => {
       return new RedisStore({ client, clock, prefix })
     },
     keys: () => keysWithTtl(client as unknown as Parameters<typeof keysWithTtl>[0], prefix),
+    snapshot: () => keyValues(client as unknown as Parameters<typeof keyValues>[0], prefix),
     close: async () => {
       await client.quit()
     },

@@ -65,6 +65,53 @@ describe('RedisStore round trips', () => {
     }
   })
 
+  it('makes a decision that may shed one EVALSHA too, shed or not, in a batch with others', async () => {
+    const shedding = {
+      ...rules,
+      api: { algorithm: 'token-bucket' as const, windows: [{ limit: 5000, period: '1h', lowBurst: 0 }] },
+    } satisfies RulesOptions
+    const draws = [0.5, 0, 0.999]
+    const limiter = createLimiter({
+      store: new RedisStore({ client, prefix: 'rt-shed:' }),
+      rules: shedding,
+      random: () => draws.shift() as number,
+    })
+    await admin.config('RESETSTAT')
+    sent.length = 0
+    // lowBurst 0: a request of 1 leaves a use of 1 of 5000, so only a draw below 1/5000 sheds it.
+    const decisions = await Promise.all([
+      limiter.consume('api.write', 'user:1'),
+      limiter.consume('api.write', 'user:2'),
+      limiter.peek('api.write', 'user:3'),
+    ])
+    expect(decisions.map((decision) => decision.reason)).toEqual(['ok', 'shed', 'ok'])
+    expect(sent).toEqual(['evalsha'])
+    expect((await commandCounts(admin)).evalsha).toBe(1)
+  })
+
+  it('fails only the decision whose random number is unusable, before it writes anything', async () => {
+    const sha = (await admin.script('LOAD', decideScript.lua)) as string
+    const replies = (await admin.evalsha(
+      sha,
+      3,
+      'rt-bad:{a}:fw',
+      'rt-bad:{b}:fw',
+      'rt-bad:{c}:fw',
+      'consume 1 1700000000000 * fw 10 60000/5',
+      '1.5',
+      'consume 1 1700000000000 * fw 10 60000/5',
+      '0.5',
+      'consume 1 1700000000000 fw 10 60000',
+    )) as unknown[]
+    expect(String(replies[0])).toContain('the random number 1.5 is not in [0, 1)')
+    // Then two decisions, each charged: now × 2 + 1, a shed flag for the one that could shed, then
+    // remaining, reset_at, fits_at.
+    const now = 1_700_000_000_000
+    const end = now - (now % 60_000) + 60_000
+    expect(replies.slice(1)).toEqual([2 * now + 1, 0, 9, end, now, 2 * now + 1, 9, end, now])
+    expect(await admin.exists('rt-bad:{a}:fw')).toBe(0)
+  })
+
   it('ships a script that Redis accepts under the SHA the store sends', async () => {
     expect(await admin.script('LOAD', decideScript.lua)).toBe(decideScript.sha1)
   })

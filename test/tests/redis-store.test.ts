@@ -3,7 +3,7 @@ import { ALGORITHMS, type AlgorithmName, createLimiter, RedisStore, type RulesOp
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
-import { keysWithTtl } from '../src/redis-keys.js'
+import { keysWithTtl, keyValues } from '../src/redis-keys.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
 runStoreConformance('RedisStore', async () => {
@@ -16,6 +16,7 @@ runStoreConformance('RedisStore', async () => {
       return new RedisStore({ client, clock, prefix })
     },
     keys: () => keysWithTtl(client, prefix),
+    snapshot: () => keyValues(client, prefix),
     close: async () => {
       await client.quit()
     },

@@ -10,7 +10,7 @@ import {
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
-import { seededRandom } from '../src/seeded-random.js'
+import { seededRandom, seededUniform } from '../src/seeded-random.js'
 
 const IDENTIFIERS = ['ip:203.0.113.7', 'user:42', 'ip:2001:db8::/56']
 
@@ -233,5 +233,124 @@ describe('MemoryStore and RedisStore decide large quotas identically', () => {
     expect(seen.allowed).toBeGreaterThan(100)
     expect(seen.refused).toBeGreaterThan(100)
     await Promise.all(limiters.map((limiter) => limiter.close()))
+  })
+})
+
+// Shedding draws one random number per decision in the process; Redis gets it in the decision's
+// request and must drop exactly the requests the in-process model drops, the unit and the
+// millisecond alike: windows with and without lowBurst, identifiers, parents, costs above
+// lowBurst, and decisions split by slot, where a slot sheds while another limits or sheds.
+describe('MemoryStore and RedisStore shed identically', () => {
+  let client: Redis
+  let splitting: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+    // As above: a standalone server whose client is flagged as a cluster splits by slot.
+    splitting = new Redis(inject('redisUrl'))
+    ;(splitting as { isCluster: boolean }).isCluster = true
+  })
+  afterAll(async () => {
+    await client.quit()
+    await splitting.quit()
+  })
+
+  it.each(ALGORITHMS)('%s, over 1,000 random operations', async (algorithm) => {
+    const clock = new ManualClock(1_700_000_000_457)
+    const rules = {
+      child: {
+        algorithm,
+        windows: [
+          { limit: 12, period: '2s', lowBurst: 3 },
+          { limit: 30, period: '15s' },
+        ],
+        parent: 'root',
+      },
+      root: { algorithm, windows: [{ limit: 80, period: '30s', lowBurst: 40 }] },
+      // A bucket past 2^53 units takes its coarser scale; lowBurst 0 sheds from the first unit.
+      bytes: { algorithm, windows: [{ limit: 2_000_000_000_000, period: '1m', lowBurst: 0 }] },
+    } satisfies RulesOptions
+    const storeTimeoutMs = 30_000
+    const seed = 300 + ALGORITHMS.indexOf(algorithm)
+    // Each limiter draws from its own generator of the same seed: the same numbers, decision by decision.
+    const limiters: Limiter[] = [
+      createLimiter({
+        store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
+        rules,
+        random: seededUniform(seed),
+      }),
+      createLimiter({
+        store: new RedisStore({ client, clock: clock.now, prefix: `shed:${process.pid}:${algorithm}:` }),
+        rules,
+        storeTimeoutMs,
+        random: seededUniform(seed),
+      }),
+      createLimiter({
+        store: new RedisStore({
+          client: splitting,
+          clock: clock.now,
+          prefix: `shed-split:${process.pid}:${algorithm}:`,
+        }),
+        rules,
+        storeTimeoutMs,
+        random: seededUniform(seed),
+      }),
+    ]
+    const random = seededRandom(seed)
+    const seen = { ok: 0, shed: 0, limited: 0, splitShed: 0 }
+    for (let step = 0; step < 1_000; step++) {
+      clock.advance(random(60) === 0 ? 20_000 : random(150))
+      const rule = (['child', 'child', 'child', 'root', 'bytes'] as const)[random(5)] ?? 'child'
+      const ids = IDENTIFIERS.filter((_, k) => random(10) < (k === 1 ? 9 : 4))
+      if (ids.length === 0) ids.push(IDENTIFIERS[random(3)] as string)
+      const cost =
+        rule === 'bytes'
+          ? Math.floor(random(1_000_000) * 400_000) + random(1_000)
+          : random(10) === 0
+            ? 0
+            : 1 + random(random(4) === 0 ? 14 : 3)
+      const operation = (['consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(5)] ?? 'peek'
+      const [local, redis, split] = (await Promise.all(
+        limiters.map((limiter) => limiter[operation](rule, ids, { cost })),
+      )) as [Decision, Decision, Decision]
+      const what = `step ${step}: ${operation} ${rule} ${ids.join(',')} cost ${cost}`
+      expect(redis, what).toEqual(local)
+      expect(split, `${what}, split by slot`).toEqual(local)
+      if (local.reason === 'ok' || local.reason === 'shed' || local.reason === 'limited') seen[local.reason]++
+      if (local.reason === 'shed' && ids.length > 1) seen.splitShed++
+    }
+    expect(seen.ok).toBeGreaterThan(200)
+    expect(seen.shed).toBeGreaterThan(100)
+    expect(seen.limited).toBeGreaterThan(20)
+    expect(seen.splitShed).toBeGreaterThan(30)
+    await Promise.all(limiters.map((limiter) => limiter.close()))
+  })
+
+  // On a split decision each slot sheds or limits on its own: a limit anywhere wins, and a slot
+  // that shed then reports windows with room, as one script over every key would.
+  it.each([
+    ['ip:203.0.113.7', 'user:42'],
+    ['user:42', 'ip:203.0.113.7'],
+  ])('limits a decision split by slot where %s would shed and %s is over its limit', async (shedding, full) => {
+    const clock = new ManualClock(1_700_000_000_000)
+    const rules = { r: { windows: [{ limit: 10, period: '10s', lowBurst: 4 }] } } satisfies RulesOptions
+    const plain = { r: { windows: [{ limit: 10, period: '10s' }] } } satisfies RulesOptions
+    const stores = [
+      new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
+      new RedisStore({ client: splitting, clock: clock.now, prefix: `shed-limit:${process.pid}:${shedding}:` }),
+    ]
+    for (const store of stores) {
+      const fill = createLimiter({ store, rules: plain })
+      await fill.consume('r', shedding, { cost: 6 })
+      await fill.consume('r', full, { cost: 10 })
+    }
+    const decisions = await Promise.all(
+      stores.map((store) => createLimiter({ store, rules, random: () => 0 }).consume('r', IDENTIFIERS.slice(0, 2))),
+    )
+    expect(decisions[1]).toEqual(decisions[0])
+    expect(decisions[0]).toMatchObject({ allowed: false, reason: 'limited', retryAfterMs: 10_000 })
+    expect(decisions[0]?.windows.map((w) => [w.identifier, w.failed])).toEqual(
+      IDENTIFIERS.slice(0, 2).map((id) => [id, id === full]),
+    )
+    for (const store of stores) await store.close()
   })
 })

@@ -19,7 +19,7 @@ function roleName(role: string): string {
   return role === 'tollgate' ? 'Tollgate' : role
 }
 
-async function render(spec: TopLevelSpec): Promise<string> {
+export async function render(spec: TopLevelSpec): Promise<string> {
   // vega-lite warns about sort orders it resolves itself; the charts are checked by eye instead.
   const quiet = vega.logger(vega.None)
   const view = new vega.View(vega.parse(compile(spec, { logger: quiet }).spec), { renderer: 'none', logger: quiet })

@@ -1,6 +1,6 @@
 import type { Decision, WindowState } from './decision.js'
 import type { CallSettings } from './decision-options.js'
-import { describeValue, TollgateArgumentError, TollgateError } from './errors.js'
+import { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
 import { validateIdentifier } from './keys.js'
 import type { Rule } from './rules.js'
 import type { StoreErrorPolicy } from './store-error-policy.js'
@@ -24,6 +24,10 @@ export interface DecisionPlan {
 export interface PlanDefaults {
   readonly onStoreError: StoreErrorPolicy
   readonly dryRun: boolean
+  /** The limiter's `random`. */
+  readonly random: () => number
+  /** The rules whose decisions may shed (a window of theirs or of a parent has `lowBurst`); undefined when none. */
+  readonly shedding: ReadonlySet<Rule> | undefined
 }
 
 export function planOf(
@@ -34,14 +38,30 @@ export function planOf(
   limiter: PlanDefaults,
 ): DecisionPlan {
   const { cost } = call
+  const targets = targetsOf(rule.chain, identifiers)
+  // A request carries a random number only when it can shed: without lowBurst, nothing changes.
+  const request: StoreRequest =
+    limiter.shedding?.has(rule) && operation !== 'refund'
+      ? { operation, targets, cost, random: randomOf(limiter.random) }
+      : { operation, targets, cost }
   return {
     rule,
-    request: { operation, targets: targetsOf(rule.chain, identifiers), cost },
+    request,
     cost,
     dryRun: call.dryRun ?? rule.dryRun ?? limiter.dryRun,
     policy: call.onStoreError ?? rule.onStoreError ?? limiter.onStoreError,
     storeTimeoutMs: call.storeTimeoutMs,
   }
+}
+
+function randomOf(random: () => number): number {
+  const value = random()
+  if (typeof value !== 'number' || !(value >= 0 && value < 1)) {
+    throw new TollgateConfigError(
+      `createLimiter option random returned ${describeValue(value)}; it must return a number from 0 up to but not including 1, as Math.random does`,
+    )
+  }
+  return value
 }
 
 export function ruleOf(rules: ReadonlyMap<string, Rule>, name: string): Rule {
@@ -113,7 +133,7 @@ export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
   }
   const decision: Decision = {
     allowed,
-    reason: allowed ? 'ok' : 'limited',
+    reason: allowed ? 'ok' : result.shed === true ? 'shed' : 'limited',
     rule: plan.rule.name,
     cost: plan.cost,
     retryAfterMs: retryAt - nowMs,

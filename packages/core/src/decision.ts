@@ -3,9 +3,11 @@ import type { TollgateError } from './errors.js'
 /**
  * - `ok`: every window had room; the cost was charged (or, for `peek`, would be).
  * - `limited`: at least one window refused; nothing was charged.
- * - `dry-run`: a window refused, but the decision was in dry run (its call's `dryRun`, else its
- *   rule's, else the limiter's), so it lets the request through (`retryAfterMs` 0) and charges
- *   nothing; `windows` still say which window refused.
+ * - `shed`: every window had room, but a window with `lowBurst` shed the request (see the
+ *   README's "Shedding"); nothing was charged, and the shedding windows are `failed`.
+ * - `dry-run`: a window refused or shed, but the decision was in dry run (its call's `dryRun`,
+ *   else its rule's, else the limiter's), so it lets the request through (`retryAfterMs` 0) and
+ *   charges nothing; `windows` still say which window refused or shed.
  * - `store-error-allowed`: the store failed or did not answer in time and the policy is
  *   `'allow'` (fail open); `windows` is empty, `error` says what happened.
  * - `store-error-denied`: the same with the policy `'deny'` (fail closed).
@@ -18,6 +20,7 @@ import type { TollgateError } from './errors.js'
 export type DecisionReason =
   | 'ok'
   | 'limited'
+  | 'shed'
   | 'dry-run'
   | 'store-error-allowed'
   | 'store-error-denied'
@@ -50,7 +53,12 @@ export interface Decision {
   rule: string
   /** Units this request asked for. @example 1 */
   cost: number
-  /** 0 when allowed, dry runs included; else milliseconds until this same request would fit, `Infinity` when its cost exceeds a window's limit. @example 2100 */
+  /**
+   * 0 when allowed, dry runs included; else milliseconds until this same request would fit,
+   * `Infinity` when its cost exceeds a window's limit. For a `shed` decision: until each shedding
+   * window's use after the cost would be at most its `lowBurst` (at least 1).
+   * @example 2100
+   */
   retryAfterMs: number
   /** The time the store decided at, epoch milliseconds (the Redis server's clock by default). @example 1763712000900 */
   nowMs: number

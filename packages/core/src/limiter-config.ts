@@ -63,6 +63,16 @@ export interface LimiterOptions<Rules extends RulesOptions = RulesOptions> {
    * @example createLimiter({ rules, dryRun: true })
    */
   dryRun?: boolean
+  /**
+   * Where shedding's random numbers come from (windows with `lowBurst`): a function returning a
+   * number from 0 up to but not including 1, as `Math.random` does. It is called exactly once per
+   * `consume` or `peek` of a rule whose windows or parents' windows shed, and never otherwise; a
+   * value outside [0, 1) fails that decision with a `TG_CONFIG` error. Tests pass a seeded
+   * generator to replay a run.
+   * @default Math.random
+   * @example createLimiter({ rules, random: seededGenerator(42) })
+   */
+  random?: () => number
 }
 
 /** The limiter's options, checked and resolved once, at construction. */
@@ -85,6 +95,7 @@ const OPTION_KEYS = optionKeys<LimiterOptions>({
   storeTimeoutMs: true,
   breaker: true,
   dryRun: true,
+  random: true,
 })
 
 const DEFAULT_STORE_TIMEOUT_MS = 100
@@ -93,13 +104,18 @@ const emitWarning: WarningHandler = (message, code) => process.emitWarning(messa
 
 export function limiterConfigOf(raw: unknown): LimiterConfig {
   const options = checkOptionsObject(raw, OPTION_KEYS, 'createLimiter options', { shape: '{ rules }' })
-  const { store, onWarning = emitWarning, dryRun = false } = options
+  const { store, onWarning = emitWarning, dryRun = false, random = Math.random } = options
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)
   }
   if (store !== undefined && !isStore(store)) {
     throw new TollgateConfigError(
       `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(store)}`,
+    )
+  }
+  if (typeof random !== 'function') {
+    throw new TollgateConfigError(
+      `createLimiter option random must be a function returning a number in [0, 1), such as Math.random, got ${describeValue(random)}`,
     )
   }
   if (typeof dryRun !== 'boolean') {
@@ -119,9 +135,12 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
   const warn = onWarning as WarningHandler
   const rules = resolveRules(options.rules, warn, dryRun)
   if (store !== undefined) checkAlgorithmsSupported(store, rules)
+  const shedding = new Set([...rules.values()].filter((rule) => rule.chain.some(hasLowBurst)))
   return {
     store,
     rules,
+    random: random as () => number,
+    shedding: shedding.size > 0 ? shedding : undefined,
     onWarning: warn,
     breaker,
     onStoreError,
@@ -129,6 +148,10 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     storeTimeoutMs,
     callDefaults: { cost: 1, dryRun: undefined, onStoreError: undefined, storeTimeoutMs },
   }
+}
+
+function hasLowBurst(rule: Rule): boolean {
+  return rule.windows.some((window) => window.lowBurst !== undefined)
 }
 
 function isStore(value: unknown): value is Store {
@@ -143,8 +166,13 @@ function checkAlgorithmsSupported(store: Store, rules: ReadonlyMap<string, Rule>
   for (const rule of rules.values()) {
     if (!supported.includes(rule.algorithm)) {
       throw new TollgateConfigError(
-        `rule '${rule.name}': algorithm '${rule.algorithm}' cannot run on ${store.constructor.name}; use ${supported.map((a) => `'${a}'`).join(', ')}`,
+        `rule '${rule.name}': algorithm '${rule.algorithm}' cannot run on ${storeName(store)}; use ${supported.map((a) => `'${a}'`).join(', ')}`,
       )
     }
   }
+}
+
+function storeName(store: Store): string {
+  const name = (store as { constructor?: { name?: unknown } }).constructor?.name
+  return typeof name === 'string' && name !== '' && name !== 'Object' ? name : 'this store'
 }

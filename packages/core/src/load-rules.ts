@@ -9,7 +9,7 @@ import type { RuleOptions, RulesOptions } from './rules.js'
 /** One item of a rules file's `limits`: a rule, its windows under `config`, periods in seconds. */
 interface RulesFileLimit extends Omit<RuleOptions, 'windows'> {
   name: string
-  config: ReadonlyArray<{ limit: number; period: number | string }>
+  config: ReadonlyArray<{ limit: number; period: number | string; lowBurst?: number }>
 }
 
 const LIMIT_KEYS = optionKeys<RulesFileLimit>({
@@ -20,7 +20,7 @@ const LIMIT_KEYS = optionKeys<RulesFileLimit>({
   onStoreError: true,
   dryRun: true,
 })
-const WINDOW_KEYS = optionKeys<RulesFileLimit['config'][number]>({ limit: true, period: true })
+const WINDOW_KEYS = optionKeys<RulesFileLimit['config'][number]>({ limit: true, period: true, lowBurst: true })
 
 /**
  * Reads rules from YAML or JSON text, or from a file path (or `file:` URL), in this form:
@@ -35,6 +35,9 @@ const WINDOW_KEYS = optionKeys<RulesFileLimit['config'][number]>({ limit: true, 
  *     config:
  *       - { limit: 20, period: 60 }   # period in seconds, or a duration such as '500ms', '15 minutes'
  *       - { limit: 5, period: 3 }
+ *   - name: search
+ *     config:
+ *       - { limit: 100, period: 60, lowBurst: 50 }   # optional: shed between 50 and 100 (README, "Shedding")
  * ```
  * The result is what `createLimiter({ rules })` takes; rule values are checked there.
  */
@@ -68,8 +71,12 @@ export function loadRules(source: string | URL): RulesOptions {
     }
     const windows = config.map((window: unknown, w: number) => {
       const at = `${where} ('${name}'), config[${w}]`
-      const { limit, period } = checkOptionsObject(window, WINDOW_KEYS, at, { shape: '{ limit, period }' })
-      return { limit: limit as number, period: secondsToPeriod(period, at) }
+      const { limit, period, lowBurst } = checkOptionsObject(window, WINDOW_KEYS, at, { shape: '{ limit, period }' })
+      return {
+        limit: limit as number,
+        period: secondsToPeriod(period, at),
+        ...(lowBurst === undefined ? {} : { lowBurst: lowBurst as number }),
+      }
     })
     // Values are checked by createLimiter, which names the rule and window.
     rules[name] = {

@@ -36,6 +36,17 @@ export interface WindowOptions {
    * @example '60s'
    */
   period: Duration
+  /**
+   * Load shedding between `lowBurst` and `limit`: a request that fits, leaving the window's use
+   * at u units after its cost, is refused with reason `shed` with probability
+   * (u − lowBurst) ÷ (limit − lowBurst) when u > lowBurst, so that a key's admitted rate falls
+   * off linearly as it nears the limit instead of stopping dead there. An integer from 0 to
+   * `limit` − 1. A shed request charges nothing; its `retryAfterMs` is the time until the window's
+   * use after its cost would be back at `lowBurst`. See the README's "Shedding".
+   * @default undefined (no shedding: admitted up to the limit)
+   * @example { limit: 100, period: '1m', lowBurst: 50 }
+   */
+  lowBurst?: number
 }
 
 export interface RuleOptions {
@@ -79,6 +90,8 @@ export type RulesOptions = Readonly<Record<string, RuleOptions>>
 export interface Window {
   readonly limit: number
   readonly periodMs: number
+  /** Where shedding starts; absent on a window that does not shed. */
+  readonly lowBurst?: number
 }
 
 export interface Rule {
@@ -109,7 +122,7 @@ const RULE_KEYS = optionKeys<RuleOptions>({
   onStoreError: true,
   dryRun: true,
 })
-const WINDOW_KEYS = optionKeys<WindowOptions>({ limit: true, period: true })
+const WINDOW_KEYS = optionKeys<WindowOptions>({ limit: true, period: true, lowBurst: true })
 
 /** `dryRun` is the limiter's, for rules that do not set their own. */
 export function resolveRules(options: unknown, warn: WarningHandler, dryRun: boolean): ReadonlyMap<string, Rule> {
@@ -210,9 +223,17 @@ function resolveRule(name: string, raw: unknown, warn: WarningHandler): Omit<Rul
 }
 
 function resolveWindow(raw: unknown, where: string, warn: WarningHandler): Window {
-  const { limit, period } = checkOptionsObject(raw, WINDOW_KEYS, where, { shape: '{ limit, period }' })
+  const { limit, period, lowBurst } = checkOptionsObject(raw, WINDOW_KEYS, where, { shape: '{ limit, period }' })
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
     throw new TollgateConfigError(`${where}: limit must be a positive integer, got ${describeValue(limit)}`)
+  }
+  if (
+    lowBurst !== undefined &&
+    (typeof lowBurst !== 'number' || !Number.isInteger(lowBurst) || lowBurst < 0 || lowBurst >= limit)
+  ) {
+    throw new TollgateConfigError(
+      `${where}: lowBurst must be an integer from 0 to ${limit - 1} (below the limit, ${limit}), got ${describeValue(lowBurst)}`,
+    )
   }
   // Any limit up to 2^53 − 1 with any period up to 366 days: the algorithms keep their
   // products exact or, for the largest buckets, within a stated resolution (see bucket.ts).
@@ -224,7 +245,8 @@ function resolveWindow(raw: unknown, where: string, warn: WarningHandler): Windo
       'TG_PERIOD_IN_MS',
     )
   }
-  return { limit, periodMs }
+  // Only a shedding window carries lowBurst: windows without it keep the shape they always had.
+  return lowBurst === undefined ? { limit, periodMs } : { limit, periodMs, lowBurst }
 }
 
 function lineageOf(rule: Omit<Rule, 'chain'>, drafts: ReadonlyMap<string, Omit<Rule, 'chain'>>): string[] {

@@ -13,6 +13,13 @@ export interface Algorithm<S> {
   fitsAt(state: S | undefined, window: Window, now: number, need: number): number
   /** Whole units that still fit in `window` at `now`. */
   remaining(state: S | undefined, window: Window, now: number): number
+  /**
+   * What `window` holds at `now`, exactly, in steps of 1 / `stepsPerUnit(window)` unit: a
+   * bucket's fill is fractional. Shedding weighs it (shedding.ts).
+   */
+  used(state: S | undefined, window: Window, now: number): number
+  /** How many steps of `used` make one unit: 1 for the counters, a bucket's units per token. */
+  stepsPerUnit(window: Window): number
   /** Charges `cost` to every window; callers check `fitsAt` first. */
   charge(state: S | undefined, windows: readonly Window[], now: number, cost: number): S
   /** Gives back up to `cost` units, most recent first, as far as each window still counts them; `undefined` when nothing is left. */

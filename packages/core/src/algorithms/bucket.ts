@@ -70,6 +70,14 @@ export const bucket: Algorithm<BucketState> = {
     return Math.max(0, Math.floor(current(state, window, now)[0] / scaleOf(window).perToken))
   },
 
+  used(state, window, now) {
+    return scaleOf(window).capacity - current(state, window, now)[0]
+  },
+
+  stepsPerUnit(window) {
+    return scaleOf(window).perToken
+  },
+
   charge(state, windows, now, cost) {
     const next: BucketState = state ?? []
     for (const window of windows) {

@@ -25,6 +25,14 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     return Math.max(0, window.limit - current(state, window, now)[1])
   },
 
+  used(state, window, now) {
+    return current(state, window, now)[1]
+  },
+
+  stepsPerUnit() {
+    return 1
+  },
+
   charge(state, windows, now, cost) {
     const next: FixedWindowState = state ?? []
     for (const window of windows) {

@@ -66,6 +66,14 @@ export const slidingLog: Algorithm<SlidingLogState> = {
     return Math.max(0, window.limit - used(state, window, now).used)
   },
 
+  used(state, window, now) {
+    return state ? used(state, window, now).used : 0
+  },
+
+  stepsPerUnit() {
+    return 1
+  },
+
   charge(state, windows, now, cost) {
     const cutoff = now - longestPeriod(windows)
     const log = state ?? { times: [], totals: [], base: 0 }

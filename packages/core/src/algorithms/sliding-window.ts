@@ -27,6 +27,12 @@ function overlap(window: Window, index: number, now: number): number {
   return window.periodMs - Math.max(0, now - index * window.periodMs)
 }
 
+/** The estimate: the current count and the previous one's weight, in whole units. */
+function used(state: SlidingWindowState | undefined, window: Window, now: number): number {
+  const [index, count, previous] = current(state, window, now)
+  return count + ceilRatio(previous, overlap(window, index, now), window.periodMs)
+}
+
 export const slidingWindow: Algorithm<SlidingWindowState> = {
   fitsAt(state, window, now, need) {
     const { limit, periodMs } = window
@@ -42,8 +48,13 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
   },
 
   remaining(state, window, now) {
-    const [index, count, previous] = current(state, window, now)
-    return Math.max(0, window.limit - count - ceilRatio(previous, overlap(window, index, now), window.periodMs))
+    return Math.max(0, window.limit - used(state, window, now))
+  },
+
+  used,
+
+  stepsPerUnit() {
+    return 1
   },
 
   charge(state, windows, now, cost) {

@@ -6,13 +6,14 @@ import type { StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindo
  * each slot's part is decided on its own, and these put the parts back into one decision.
  */
 
-/** Decides one slot's part: its keys and targets, as one script run. */
+/** Decides one slot's part: its keys and targets, as one script run, with the decision's random number if any. */
 export type RunOnSlot = (
   operation: StoreOperation | 'undo',
   keys: readonly string[],
   targets: readonly StoreTarget[],
   cost: number,
   time: string,
+  random: number | undefined,
 ) => Promise<StoreResult>
 
 interface SlotPart {
@@ -48,14 +49,14 @@ export async function decideAcrossSlots(
   time: string,
   run: RunOnSlot,
 ): Promise<StoreResult> {
-  const { operation, targets, cost } = request
+  const { operation, targets, cost, random } = request
   const parts: SlotPart[] = slots.map((indices) => ({
     indices,
     keys: indices.map((i) => keys[i] as string),
     targets: indices.map((i) => targets[i] as StoreTarget),
   }))
   if (operation !== 'consume' || cost === 0) {
-    const results = await Promise.all(parts.map((part) => run(operation, part.keys, part.targets, cost, time)))
+    const results = await Promise.all(parts.map((part) => run(operation, part.keys, part.targets, cost, time, random)))
     return mergeSlots(
       parts,
       results,
@@ -67,7 +68,7 @@ export async function decideAcrossSlots(
   let refusal: StoreResult | undefined
   try {
     for (const part of parts) {
-      const result = await run('consume', part.keys, part.targets, cost, time)
+      const result = await run('consume', part.keys, part.targets, cost, time, random)
       if (!result.allowed) {
         refusal = result
         break
@@ -91,7 +92,7 @@ export async function decideAcrossSlots(
   const unasked = parts.slice(charged.length + 1)
   const [undone, peeked] = await Promise.all([
     Promise.all(undoParts(parts, charged, cost, run).map((undo, i) => undo.catch(() => charged[i] as StoreResult))),
-    Promise.all(unasked.map((part) => run('peek', part.keys, part.targets, cost, time))),
+    Promise.all(unasked.map((part) => run('peek', part.keys, part.targets, cost, time, random))),
   ])
   return mergeSlots(parts, [...undone, refusal, ...peeked], false, targets.length)
 }
@@ -105,11 +106,16 @@ function undoParts(
 ): Array<Promise<StoreResult>> {
   return charged.map((result, i) => {
     const part = parts[i] as SlotPart
-    return run('undo', part.keys, part.targets, cost, String(result.nowMs))
+    return run('undo', part.keys, part.targets, cost, String(result.nowMs), undefined)
   })
 }
 
-/** Puts per-slot answers back in target order, on the first slot's clock (nodes' clocks may differ). */
+/**
+ * Puts per-slot answers back in target order, on the first slot's clock (nodes' clocks may differ).
+ * A refusal is a shed only when no slot is limited, since a limit wins over shedding as it does
+ * within one script. A slot that shed had room in every window, so when another slot is limited
+ * its windows answer that the cost fits now, as one script deciding the whole would have.
+ */
 function mergeSlots(
   parts: readonly SlotPart[],
   results: readonly StoreResult[],
@@ -117,20 +123,23 @@ function mergeSlots(
   targetCount: number,
 ): StoreResult {
   const nowMs = (results[0] as StoreResult).nowMs
+  const shed = !allowed && results.some((result) => result.shed) && results.every((r) => r.allowed || r.shed)
   const byTarget: StoreWindowResult[][] = new Array(targetCount)
   parts.forEach((part, p) => {
     const result = results[p] as StoreResult
     const shift = nowMs - result.nowMs
+    const fitsNow = result.shed === true && !shed
     let w = 0
     part.indices.forEach((targetIndex, t) => {
       const windows = (part.targets[t] as StoreTarget).windows.length
       byTarget[targetIndex] = result.windows.slice(w, w + windows).map((window) => ({
         remaining: window.remaining,
         resetAtMs: window.resetAtMs + shift,
-        fitsAtMs: window.fitsAtMs + shift,
+        fitsAtMs: fitsNow ? nowMs : window.fitsAtMs + shift,
       }))
       w += windows
     })
   })
+  if (shed) return { allowed, shed, nowMs, windows: byTarget.flat() }
   return { allowed, nowMs, windows: byTarget.flat() }
 }

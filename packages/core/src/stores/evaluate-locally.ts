@@ -1,5 +1,6 @@
 import { resetAt } from '../algorithms/algorithm.js'
 import { algorithms } from '../algorithms/index.js'
+import { shedRetryAt, sheds } from '../algorithms/shedding.js'
 import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
 
 /** In-process state: what a local store keeps per key (a key string, or whatever the store finds its state by). */
@@ -45,6 +46,21 @@ export function evaluateLocally<Key>(
       }
     }
   }
+  // Only a decision that fits may be shed: one that does not is limited, whatever the draw.
+  const { random } = request
+  let shed = false
+  if (allowed && random !== undefined && operation !== 'refund') {
+    for (let t = 0; t < targets.length && !shed; t++) {
+      const { algorithm, windows } = targets[t] as (typeof targets)[number]
+      for (const window of windows) {
+        if (sheds(algorithms[algorithm], states[t], window, now, cost, random)) {
+          shed = true
+          break
+        }
+      }
+    }
+    if (shed) allowed = false
+  }
   const writes = (operation === 'consume' && allowed && cost > 0) || (operation === 'refund' && cost > 0)
   const windows: StoreWindowResult[] = []
   for (let t = 0; t < targets.length; t++) {
@@ -66,9 +82,13 @@ export function evaluateLocally<Key>(
       windows.push({
         remaining: algorithm.remaining(state, window, now),
         resetAtMs: resetAt(algorithm, state, window, now),
-        fitsAtMs: algorithm.fitsAt(state, window, now, cost),
+        fitsAtMs:
+          shed && sheds(algorithm, state, window, now, cost, random as number)
+            ? shedRetryAt(algorithm, state, window, now, cost)
+            : algorithm.fitsAt(state, window, now, cost),
       })
     }
   }
+  if (shed) return { allowed: false, shed, nowMs: now, windows }
   return { allowed: operation === 'refund' || allowed, nowMs: now, windows }
 }

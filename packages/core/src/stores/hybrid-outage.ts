@@ -38,7 +38,12 @@ export class OutageTable {
   private share(windows: readonly Window[]): readonly Window[] {
     let shared = this.shares.get(windows)
     if (shared === undefined) {
-      shared = windows.map((window) => ({ ...window, limit: Math.ceil(window.limit / this.processes) }))
+      shared = windows.map((window) => {
+        const limit = Math.ceil(window.limit / this.processes)
+        if (window.lowBurst === undefined) return { ...window, limit }
+        // Shedding starts at the same share of the smaller limit.
+        return { ...window, limit, lowBurst: Math.floor((window.lowBurst * limit) / window.limit) }
+      })
       this.shares.set(windows, shared)
     }
     return shared

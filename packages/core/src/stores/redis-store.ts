@@ -7,7 +7,14 @@ import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { decideAcrossSlots, groupBySlot, type RunOnSlot } from './cluster-slots.js'
-import { decisionFailure, decodeReply, isDecisionError, replyWidth, ScriptArguments } from './redis-wire.js'
+import {
+  decisionFailure,
+  decodeReply,
+  isDecisionError,
+  randomArgument,
+  replyWidth,
+  ScriptArguments,
+} from './redis-wire.js'
 import type {
   Store,
   StoreOperation,
@@ -78,6 +85,8 @@ interface QueuedRun {
   cost: number
   /** Milliseconds, or '-' for the server's TIME. */
   time: string
+  /** The decision's random number, when it may shed. */
+  random: number | undefined
   revertable: boolean
   receiver: StoreReceiver
 }
@@ -147,7 +156,7 @@ export class RedisStore implements Store {
   }
 
   evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
-    const { operation, targets, cost } = request
+    const { operation, targets, cost, random } = request
     const keys: string[] = []
     for (const target of targets) keys.push(this.keyOf(target))
     let time = '-'
@@ -170,7 +179,7 @@ export class RedisStore implements Store {
       }
     }
     const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-    this.batches.add(group, { operation, keys, targets, cost, time, revertable: true, receiver })
+    this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: true, receiver })
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -199,19 +208,22 @@ export class RedisStore implements Store {
    * a decision split over slots, or an undo. Such a part is never `revertable` on its own: it is
    * reverted with the whole decision.
    */
-  private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time) =>
+  private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time, random) =>
     new Promise<StoreResult>((resolve, reject) => {
       // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
       const group = this.cluster ? calculateSlot(keys[0] as string) : 0
       const receiver = { answer: resolve, fail: reject }
-      this.batches.add(group, { operation, keys, targets, cost, time, revertable: false, receiver })
+      this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: false, receiver })
     })
 
   private send(runs: readonly QueuedRun[]): void {
     const keysAndArgs: string[] = []
     for (const run of runs) for (const key of run.keys) keysAndArgs.push(key)
     const keyCount = keysAndArgs.length
-    for (const run of runs) keysAndArgs.push(this.scriptArguments.of(run.operation, run.cost, run.time, run.targets))
+    for (const run of runs) {
+      keysAndArgs.push(this.scriptArguments.of(run.operation, run.cost, run.time, run.random, run.targets))
+      if (run.random !== undefined) keysAndArgs.push(randomArgument(run.random))
+    }
     let reply: Promise<unknown>
     try {
       reply = this.runScript(keyCount, ...keysAndArgs)
@@ -234,7 +246,7 @@ export class RedisStore implements Store {
               at += 1
               continue
             }
-            const width = replyWidth(run.targets)
+            const width = replyWidth(run.targets, run.random)
             if (at + width > replies.length) break
             this.deliver(run, replies, at, width)
             at += width
@@ -264,12 +276,12 @@ export class RedisStore implements Store {
     cost: number,
     nowMs: number,
   ): Promise<void> {
-    await this.runOnSlot('undo', keys, targets, cost, String(nowMs))
+    await this.runOnSlot('undo', keys, targets, cost, String(nowMs), undefined)
   }
 
   /** Resolves a run with its part of the reply, `replies[at]` onwards. */
   private deliver(run: QueuedRun, replies: readonly unknown[], at: number, width: number): void {
-    const decoded = decodeReply(replies, at, width)
+    const decoded = decodeReply(replies, at, width, run.random)
     run.receiver.answer(
       run.revertable && run.operation === 'consume' && decoded.allowed && run.cost > 0
         ? new ChargedResult(decoded.nowMs, decoded.windows, run, this.undoRun)

@@ -37,14 +37,28 @@ const SERVER_DOWN_CODES = new Set([
   'TRYAGAIN',
 ])
 
-/** The script's argument for one decision: `operation cost now spec|spec…`. */
+/**
+ * The script's argument for one decision: `operation cost now spec|spec…`, or for a decision that
+ * may shed `operation cost now * spec|spec…`, followed by its random number as an argument of its
+ * own, so that the request's text repeats and the script parses it once per batch. A spec is the
+ * algorithm's code then `limit period` per window, `limit period/lowBurst` for one that sheds.
+ */
 export class ScriptArguments {
   /** A rule's windows always encode to the same spec; each is encoded once. */
   private readonly specs = new WeakMap<readonly Window[], string>()
 
   /** `time` is milliseconds, or '-' for the server's TIME. */
-  of(operation: StoreOperation | 'undo', cost: number, time: string, targets: readonly StoreTarget[]): string {
-    let argument = `${operation} ${cost} ${time} ${this.specOf(targets[0] as StoreTarget)}`
+  of(
+    operation: StoreOperation | 'undo',
+    cost: number,
+    time: string,
+    random: number | undefined,
+    targets: readonly StoreTarget[],
+  ): string {
+    let argument =
+      random === undefined
+        ? `${operation} ${cost} ${time} ${this.specOf(targets[0] as StoreTarget)}`
+        : `${operation} ${cost} ${time} * ${this.specOf(targets[0] as StoreTarget)}`
     for (let i = 1; i < targets.length; i++) argument += `|${this.specOf(targets[i] as StoreTarget)}`
     return argument
   }
@@ -53,33 +67,55 @@ export class ScriptArguments {
     let spec = this.specs.get(target.windows)
     if (spec === undefined) {
       spec = SCRIPT_ALGORITHM[target.algorithm]
-      for (const window of target.windows) spec += ` ${window.limit} ${window.periodMs}`
+      for (const window of target.windows) {
+        spec += ` ${window.limit} ${window.periodMs}`
+        if (window.lowBurst !== undefined) spec += `/${window.lowBurst}`
+      }
       this.specs.set(target.windows, spec)
     }
     return spec
   }
 }
 
-/** The numbers a decision's reply holds: allowed with now, then three per window of each target. */
-export function replyWidth(targets: readonly StoreTarget[]): number {
-  let width = 1
+/**
+ * A decision's random number as the script reads it: as JavaScript prints it, the shortest text
+ * that reads back as the same double, so that the script compares the very same number.
+ */
+export function randomArgument(random: number): string {
+  return String(random)
+}
+
+/**
+ * The numbers a decision's reply holds: allowed with now, then for a decision sent with a random
+ * number whether it was shed, then three per window of each target.
+ */
+export function replyWidth(targets: readonly StoreTarget[], random: number | undefined): number {
+  let width = random === undefined ? 1 : 2
   for (const target of targets) width += 3 * target.windows.length
   return width
 }
 
 export interface DecodedReply {
   allowed: boolean
+  shed?: boolean
   nowMs: number
   windows: StoreWindowResult[]
 }
 
-/** A decision's `width` numbers, `replies[at]` onwards. */
-export function decodeReply(replies: readonly unknown[], at: number, width: number): DecodedReply {
+/** A decision's `width` numbers, `replies[at]` onwards; `random` as the decision was sent. */
+export function decodeReply(
+  replies: readonly unknown[],
+  at: number,
+  width: number,
+  random: number | undefined,
+): DecodedReply {
   // The script's time, doubled, plus 1 when allowed: one integer where two would cost more.
   const head = replies[at] as number
   const allowed = head % 2 === 1
+  const nowMs = allowed ? (head - 1) / 2 : head / 2
   const windows: StoreWindowResult[] = []
-  for (let i = at + 1; i < at + width; i += 3) {
+  const first = random === undefined ? at + 1 : at + 2
+  for (let i = first; i < at + width; i += 3) {
     const remaining = replies[i] as number | string
     const fitsAt = replies[i + 2] as number
     windows.push({
@@ -89,7 +125,8 @@ export function decodeReply(replies: readonly unknown[], at: number, width: numb
       fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
     })
   }
-  return { allowed, nowMs: allowed ? (head - 1) / 2 : head / 2, windows }
+  if (random !== undefined && replies[at + 1] === 1) return { allowed, shed: true, nowMs, windows }
+  return { allowed, nowMs, windows }
 }
 
 /** Whether a decision's reply is the one string of the error it met instead of its numbers. */

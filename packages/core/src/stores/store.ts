@@ -21,6 +21,12 @@ export interface StoreRequest {
   readonly operation: StoreOperation
   readonly targets: readonly StoreTarget[]
   readonly cost: number
+  /**
+   * The decision's one random number in [0, 1), for a `consume` or `peek` whose windows include
+   * one with `lowBurst`; absent otherwise. A store that sheds refuses the decision when, for any
+   * window, it is below that window's drop probability (`algorithms/shedding.ts`).
+   */
+  readonly random?: number
 }
 
 export interface StoreWindowResult {
@@ -28,13 +34,22 @@ export interface StoreWindowResult {
   remaining: number
   /** When the window next frees a unit (now when nothing is used). */
   resetAtMs: number
-  /** The earliest time the request's cost fits in this window; `Infinity` if it never can. */
+  /**
+   * The earliest time the request's cost fits in this window; `Infinity` if it never can. For a
+   * window that shed the request: the earliest time its use after the cost is at most its
+   * `lowBurst`, and at least a millisecond after now.
+   */
   fitsAtMs: number
 }
 
 export interface StoreResult {
   /** Whether every window fitted (and, for `consume`, was charged). Always true for `refund`. */
   allowed: boolean
+  /**
+   * True when every window fitted but the request was shed; the windows that shed it answer a
+   * `fitsAtMs` after now. Absent (or false) for any other answer.
+   */
+  shed?: boolean
   /** The time the store decided at: its own clock, or the Redis server's. */
   nowMs: number
   /** One entry per window, targets in request order, windows in rule order. */

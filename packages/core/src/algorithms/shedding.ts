@@ -1,0 +1,43 @@
+import type { Window } from '../rules.js'
+import type { Algorithm } from './algorithm.js'
+
+/**
+ * Probabilistic shedding between a window's `lowBurst` and its limit. A request that fits,
+ * leaving the window's use at u units after its cost, is dropped with probability
+ * p = (u − lowBurst) / (limit − lowBurst) when u > lowBurst: with the decision's random number r
+ * in [0, 1), when r < p. That is compared as r × (limit − lowBurst) < u − lowBurst, both sides in
+ * the algorithm's steps (a bucket's fill is fractional): every operand but r's product is then
+ * an exact integer below 2^53, the product is one IEEE rounding, and lua/lib/shedding.lua,
+ * given the same r, drops exactly the same requests.
+ */
+export function sheds<S>(
+  algorithm: Algorithm<S>,
+  state: S | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+  random: number,
+): boolean {
+  const { lowBurst } = window
+  if (lowBurst === undefined) return false
+  const steps = algorithm.stepsPerUnit(window)
+  // The request fits, so the use before it plus its cost is at most the limit: no sum passes 2^53.
+  return random * ((window.limit - lowBurst) * steps) < algorithm.used(state, window, now) + (cost - lowBurst) * steps
+}
+
+/**
+ * When a window that shed a request would no longer shed it at all: once its use after the cost
+ * is at most `lowBurst`, i.e. once `cost + limit − lowBurst` fits (the limit, for a cost above
+ * `lowBurst`, which always risks being shed), and at least a millisecond on, so that a client
+ * told to wait does wait.
+ */
+export function shedRetryAt<S>(
+  algorithm: Algorithm<S>,
+  state: S | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+): number {
+  const { limit, lowBurst = limit } = window
+  return Math.max(now + 1, algorithm.fitsAt(state, window, now, Math.min(limit, cost + limit - lowBurst)))
+}
