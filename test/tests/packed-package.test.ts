@@ -14,6 +14,7 @@ const coreDir = join(repoRoot, 'packages/core')
 const PUBLIC_EXPORTS = [
   'ALGORITHMS',
   'HEADERS_FORMATS',
+  'HybridStore',
   'MAX_CHAIN_LENGTH',
   'MAX_IDENTIFIERS',
   'MAX_WINDOWS_PER_RULE',
