@@ -12,7 +12,7 @@ const contender = contenderById(id)
 if (!contender.shapes.includes(shape)) throw new Error(`${id} cannot express the ${shape} rule`)
 const client = new Redis(url)
 const decider = await contender.setup({
-  client: contender.store === 'redis' ? client : undefined,
+  client: contender.store === 'redis' || contender.syncsWithRedis ? client : undefined,
   shape,
   limit: LIMIT_NEVER_REACHED,
   periodMs: PERIOD_MS,

@@ -38,6 +38,8 @@ export interface Contender {
   /** The variant: Tollgate's algorithm, or the incumbent's store class. */
   variant: string
   store: StoreKind
+  /** Decides in memory but syncs with Redis (HybridStore): it gets the run's client all the same. */
+  syncsWithRedis?: boolean
   role: Role
   shapes: readonly RuleShape[]
   /** What one decision calls, as the report says it. */

@@ -20,6 +20,7 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<R
         }),
       })
     case 'tollgate-memory':
+    case 'tollgate-hybrid':
     case 'tollgate-redis':
     case 'tollgate-redis-sliding-log':
       return tollgate(tollgateOptions(variant, client))

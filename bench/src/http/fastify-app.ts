@@ -24,6 +24,7 @@ export async function startFastify(variant: Variant, client: Redis | undefined):
       await app.register(fastifyRateLimit, { max: HTTP_LIMIT, timeWindow: HTTP_PERIOD_MS, redis: client })
       break
     case 'tollgate-memory':
+    case 'tollgate-hybrid':
     case 'tollgate-redis':
     case 'tollgate-redis-sliding-log':
       await app.register(tollgate, tollgateOptions(variant, client))

@@ -19,6 +19,7 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<M
         max: HTTP_LIMIT,
       })
     case 'tollgate-memory':
+    case 'tollgate-hybrid':
     case 'tollgate-redis':
     case 'tollgate-redis-sliding-log':
       return tollgate(tollgateOptions(variant, client))

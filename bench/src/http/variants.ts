@@ -1,4 +1,4 @@
-import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
+import { HybridStore, MemoryStore, RedisStore, type Store } from '@tollgate/core'
 import type { Redis } from 'ioredis'
 import { CEILING_LUA } from '../contenders/raw-evalsha.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
@@ -17,6 +17,7 @@ export type Variant =
   | 'incumbent-memory'
   | 'incumbent-redis'
   | 'tollgate-memory'
+  | 'tollgate-hybrid'
   | 'tollgate-redis'
   | 'tollgate-redis-sliding-log'
   | 'ceiling'
@@ -25,6 +26,7 @@ export const VARIANTS: readonly Variant[] = [
   'incumbent-memory',
   'incumbent-redis',
   'tollgate-memory',
+  'tollgate-hybrid',
   'tollgate-redis',
   'tollgate-redis-sliding-log',
   'ceiling',
@@ -46,6 +48,8 @@ export function variantLabel(framework: Framework, variant: Variant): string {
       return INCUMBENT[framework].redis
     case 'tollgate-memory':
       return 'Tollgate fixed-window (MemoryStore)'
+    case 'tollgate-hybrid':
+      return 'Tollgate fixed-window (HybridStore)'
     case 'tollgate-redis':
       return 'Tollgate fixed-window (RedisStore)'
     case 'tollgate-redis-sliding-log':
@@ -58,6 +62,7 @@ export function variantLabel(framework: Framework, variant: Variant): string {
 export function usesRedis(variant: Variant): boolean {
   return (
     variant === 'incumbent-redis' ||
+    variant === 'tollgate-hybrid' ||
     variant === 'tollgate-redis' ||
     variant === 'tollgate-redis-sliding-log' ||
     variant === 'ceiling'
@@ -66,7 +71,8 @@ export function usesRedis(variant: Variant): boolean {
 
 /**
  * Tollgate's options for a variant: one window of the algorithm the variant names, on the
- * MemoryStore or on a RedisStore over `client`.
+ * MemoryStore, on a HybridStore syncing with Redis over `client` each second, or on a RedisStore
+ * over `client`.
  */
 export function tollgateOptions(
   variant: Variant,
@@ -81,7 +87,12 @@ export function tollgateOptions(
     windows: [{ limit: HTTP_LIMIT, period: HTTP_PERIOD_MS }],
     algorithm: variant === 'tollgate-redis-sliding-log' ? 'sliding-log' : 'fixed-window',
     storeTimeoutMs: STORE_TIMEOUT_MS,
-    store: variant === 'tollgate-memory' ? new MemoryStore() : new RedisStore({ client: client! }),
+    store:
+      variant === 'tollgate-memory'
+        ? new MemoryStore()
+        : variant === 'tollgate-hybrid'
+          ? new HybridStore({ client: client! })
+          : new RedisStore({ client: client! }),
   }
 }
 

@@ -65,7 +65,7 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
       deciders.set(
         contender.id,
         await contender.setup({
-          client: contender.store === 'redis' ? client : undefined,
+          client: contender.store === 'redis' || contender.syncsWithRedis ? client : undefined,
           shape: scenario.shape,
           limit: LIMIT_NEVER_REACHED,
           periodMs: PERIOD_MS,
