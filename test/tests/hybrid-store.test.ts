@@ -12,6 +12,7 @@ import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
 import { keysWithTtl, keyValues } from '../src/redis-keys.js'
+import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 import { keysWithoutTtl } from '../src/ttl-audit.js'
 
@@ -169,3 +170,71 @@ function syncedAfterEachDecision(hybrid: HybridStore): Store {
     close: () => hybrid.close(),
   }
 }
+
+describe('HybridStore bounds', () => {
+  let server: SpawnedRedis
+  let client: Redis
+  beforeAll(async () => {
+    server = await spawnRedisServer()
+    client = new Redis(server.url)
+  }, 30_000)
+  afterAll(async () => {
+    client?.disconnect()
+    await server?.stop()
+  })
+
+  /** Script calls Redis ran since the last reset of its statistics. */
+  async function scriptCalls(): Promise<number> {
+    const stats = await client.info('commandstats')
+    return [...stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((sum, [, n]) => sum + Number(n), 0)
+  }
+
+  it('sends one script call per 500 keys per sync, whatever the number of decisions', async () => {
+    const clock = new ManualClock(T0)
+    const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'load:' })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 1_000_000, period: '1m' }] } },
+    })
+    await store.syncNow()
+    for (const decisionsPerKey of [1, 20]) {
+      for (let i = 0; i < 1_200; i++) {
+        for (let n = 0; n < decisionsPerKey; n++) await limiter.consume('r', `user:${i}`)
+      }
+      await client.config('RESETSTAT')
+      const report = await store.syncNow()
+      expect(report).toMatchObject({ keys: 1_200, pushedUnits: 1_200 * decisionsPerKey })
+      // ⌈1,200 ÷ 500⌉ chunks; the heartbeat rides with the first.
+      expect(await scriptCalls()).toBe(3)
+    }
+    await limiter.close()
+  })
+
+  it('holds at most maxTrackedKeys, dropping keys with nothing to push first', async () => {
+    const clock = new ManualClock(T0)
+    const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'bound:', maxTrackedKeys: 4 })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1m' }] } },
+    })
+    for (const user of ['a', 'b', 'c', 'd']) await limiter.consume('r', `user:${user}`)
+    await store.syncNow()
+    // d is charged again: it has units to push, and the hand passes it over.
+    await limiter.consume('r', 'user:d')
+    for (const user of ['e', 'f', 'g']) await limiter.consume('r', `user:${user}`)
+    expect(store.stats()).toMatchObject({ trackedKeys: 4, evictedUnsynced: 0 })
+    await store.syncNow()
+    const redis = createLimiter({
+      store: new RedisStore({ client, clock: clock.now, prefix: 'bound:' }),
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1m' }] } },
+    })
+    // Every unit reached Redis, d's second one included.
+    expect((await redis.peek('r', 'user:d')).windows[0]?.remaining).toBe(8)
+    for (const user of ['e', 'f', 'g']) expect((await redis.peek('r', `user:${user}`)).windows[0]?.remaining).toBe(9)
+    // A flood of new keys with units not yet pushed: some must go, and the store says how many.
+    for (let i = 0; i < 10; i++) await limiter.consume('r', `user:flood-${i}`)
+    expect(store.stats()).toMatchObject({ trackedKeys: 4 })
+    expect(store.stats().evictedUnsynced).toBeGreaterThan(0)
+    await Promise.all([limiter.close(), redis.close()])
+  })
+})
