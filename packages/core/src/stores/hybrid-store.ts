@@ -268,7 +268,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       }
     }
     if (slots.touch(slot)) this.listed.push(slot)
-    if (this.config.extrapolate) this.assumeOthers(slot, now)
+    if (slots.others.size > 0) this.assumeOthers(slot, now)
     return slot
   }
 
