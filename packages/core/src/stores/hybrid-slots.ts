@@ -1,12 +1,14 @@
 import type { Algorithm } from '../algorithms/algorithm.js'
 import { algorithms } from '../algorithms/index.js'
+import type { KeyBuilder } from '../keys.js'
 import type { Window } from '../rules.js'
 import type { StateTable } from './evaluate-locally.js'
 import type { CounterAlgorithm } from './redis-state.js'
 
-/** What every key of one rule shares: its algorithm and windows. */
+/** What every key of one rule shares: its name, algorithm and windows. */
 export interface Shape {
   readonly id: number
+  readonly rule: string
   readonly algorithm: CounterAlgorithm
   readonly windows: readonly Window[]
   readonly model: Algorithm<unknown>
@@ -26,8 +28,8 @@ const MAX_SHAPES = 0xffff
 
 /**
  * The keys a HybridStore tracks, as columns: a slot per key, its fields in typed arrays, so that a
- * million keys cost the Map's entry and key and about 60 bytes beside (a key as an object of its
- * own, with its state as an array, cost 340). A one-window state lives in `values`; a state of
+ * million keys cost a Map entry and the identifier and about 60 bytes beside (a key as an object
+ * of its own, with its state as an array, cost 340: bench/README.md). A one-window state lives in `values`; a state of
  * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in `pending`
  * and `sending` only for the keys that have them.
  *
@@ -36,11 +38,15 @@ const MAX_SHAPES = 0xffff
  * every decision that charges it, so it goes last.
  */
 export class KeySlots {
-  private readonly index = new Map<string, number>()
-  private readonly shapesByWindows = new WeakMap<readonly Window[], Map<CounterAlgorithm, Shape>>()
+  /** Slots by rule, then identifier: a decision finds its key without building its Redis name. */
+  private readonly index = new Map<string, Map<string, number>>()
+  private count = 0
+  private readonly shapesByWindows = new WeakMap<readonly Window[], Map<string, Shape>>()
   private readonly shapes: Shape[] = []
-  private keys: Array<string | undefined> = []
+  private identifiers: Array<string | undefined> = []
   private shapeIds = new Uint16Array(0)
+  /** Bumped whenever a slot is freed: an answer for a slot's earlier key is not its key's. */
+  private generations = new Uint32Array(0)
   private flags = new Uint8Array(0)
   private values = new Float64Array(0)
   private expiries = new Float64Array(0)
@@ -64,55 +70,79 @@ export class KeySlots {
     delete: (slot) => this.clearState(slot),
   }
 
-  constructor(private readonly maxKeys: number) {}
+  constructor(
+    private readonly maxKeys: number,
+    private readonly keys: KeyBuilder,
+  ) {}
 
   get size(): number {
-    return this.index.size
+    return this.count
   }
 
-  shapeOf(algorithm: CounterAlgorithm, windows: readonly Window[]): Shape {
-    let byAlgorithm = this.shapesByWindows.get(windows)
-    if (byAlgorithm === undefined) {
-      byAlgorithm = new Map()
-      this.shapesByWindows.set(windows, byAlgorithm)
+  shapeOf(rule: string, algorithm: CounterAlgorithm, windows: readonly Window[]): Shape {
+    let byRule = this.shapesByWindows.get(windows)
+    if (byRule === undefined) {
+      byRule = new Map()
+      this.shapesByWindows.set(windows, byRule)
     }
-    let shape = byAlgorithm.get(algorithm)
+    const name = `${algorithm} ${rule}`
+    let shape = byRule.get(name)
     if (shape === undefined) {
       if (this.shapes.length >= MAX_SHAPES)
         throw new RangeError(`a HybridStore holds at most ${MAX_SHAPES} rule shapes`)
       const model = algorithms[algorithm]
       const bucket = algorithm === 'token-bucket' || algorithm === 'gcra'
       const arity = algorithm === 'sliding-window' ? 3 : 2
-      shape = { id: this.shapes.length, algorithm, windows, model, bucket, inline: 1 + arity }
+      shape = { id: this.shapes.length, rule, algorithm, windows, model, bucket, inline: 1 + arity }
       this.shapes.push(shape)
-      byAlgorithm.set(algorithm, shape)
+      byRule.set(name, shape)
     }
     return shape
   }
 
-  find(key: string): number {
-    return this.index.get(key) ?? -1
+  find(rule: string, identifier: string): number {
+    return this.index.get(rule)?.get(identifier) ?? -1
   }
 
+  /** The key's name in Redis, as a RedisStore on the same prefix names it. */
   key(slot: number): string {
-    return this.keys[slot] as string
+    const shape = this.shape(slot)
+    return this.keys.key(shape.rule, shape.algorithm, this.identifiers[slot] as string)
   }
 
   shape(slot: number): Shape {
     return this.shapes[this.shapeIds[slot] as number] as Shape
   }
 
+  generation(slot: number): number {
+    return this.generations[slot] as number
+  }
+
+  /** Whether the slot still holds the key it held at `generation` (it may have been freed and given to another). */
+  holds(slot: number, generation: number): boolean {
+    return this.identifiers[slot] !== undefined && this.generations[slot] === generation
+  }
+
   /** The key's slot, new; past `maxKeys` another key's is taken. `onEvict` hears of a key dropped with units not yet pushed. */
-  add(key: string, shape: Shape, onEvict: (slot: number) => void): number {
+  add(identifier: string, shape: Shape, onEvict: (slot: number) => void): number {
     let slot: number
-    if (this.index.size >= this.maxKeys) {
+    if (this.count >= this.maxKeys) {
       slot = this.victim()
       if (this.unsynced(slot)) onEvict(slot)
       this.remove(slot)
     }
     slot = this.free.pop() ?? this.grow()
-    this.index.set(key, slot)
-    this.keys[slot] = key
+    let byIdentifier = this.index.get(shape.rule)
+    if (byIdentifier === undefined) {
+      byIdentifier = new Map()
+      this.index.set(shape.rule, byIdentifier)
+    }
+    // Held for as long as the key is tracked: flat, rather than the rope of parts it may have
+    // been built from, which would keep every part alive beside it. Reading a character flattens it.
+    identifier.charCodeAt(0)
+    byIdentifier.set(identifier, slot)
+    this.count++
+    this.identifiers[slot] = identifier
     this.shapeIds[slot] = shape.id
     this.flags[slot] = 0
     this.expiries[slot] = 0
@@ -128,21 +158,20 @@ export class KeySlots {
   }
 
   remove(slot: number): void {
-    const key = this.keys[slot]
-    if (key === undefined) return
-    this.index.delete(key)
-    this.keys[slot] = undefined
+    const identifier = this.identifiers[slot]
+    if (identifier === undefined) return
+    const byIdentifier = this.index.get(this.shape(slot).rule)
+    byIdentifier?.delete(identifier)
+    if (byIdentifier?.size === 0) this.index.delete(this.shape(slot).rule)
+    this.count--
+    this.identifiers[slot] = undefined
+    this.generations[slot] = (this.generations[slot] as number) + 1
     this.flags[slot] = 0
     this.wide.delete(slot)
     this.pending.delete(slot)
     this.sending.delete(slot)
     this.others.delete(slot)
     this.free.push(slot)
-  }
-
-  /** Whether the slot holds the key (it may have been dropped and given to another). */
-  holds(slot: number, key: string): boolean {
-    return this.keys[slot] === key
   }
 
   unsynced(slot: number): boolean {
@@ -251,20 +280,20 @@ export class KeySlots {
    * says may go.
    */
   sweep(budget: number, droppable: (slot: number) => boolean): void {
-    const end = this.keys.length
+    const end = this.identifiers.length
     for (let visited = 0; visited < budget && visited < end; visited++) {
       if (this.sweepAt >= end) this.sweepAt = 0
       const slot = this.sweepAt++
-      if (this.keys[slot] !== undefined && droppable(slot)) this.remove(slot)
+      if (this.identifiers[slot] !== undefined && droppable(slot)) this.remove(slot)
     }
   }
 
   private victim(): number {
-    const end = this.keys.length
+    const end = this.identifiers.length
     for (;;) {
       if (this.hand >= end) this.hand = 0
       const slot = this.hand++
-      if (this.keys[slot] === undefined) continue
+      if (this.identifiers[slot] === undefined) continue
       const flags = this.flags[slot] as number
       if ((flags & USED) === 0) return slot
       this.flags[slot] = flags & ~USED
@@ -277,6 +306,7 @@ export class KeySlots {
     if (slot >= this.shapeIds.length) {
       const capacity = Math.min(this.maxKeys, Math.max(1024, this.shapeIds.length * 2))
       this.shapeIds = grown(this.shapeIds, new Uint16Array(capacity))
+      this.generations = grown(this.generations, new Uint32Array(capacity))
       this.flags = grown(this.flags, new Uint8Array(capacity))
       this.values = grown(this.values, new Float64Array(capacity * INLINE))
       this.expiries = grown(this.expiries, new Float64Array(capacity))
@@ -287,7 +317,7 @@ export class KeySlots {
   }
 }
 
-function grown<A extends Uint8Array | Uint16Array | Float64Array>(from: A, into: A): A {
+function grown<A extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(from: A, into: A): A {
   into.set(from)
   return into
 }

@@ -99,8 +99,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     super()
     this.config = hybridConfigOf(options)
     const { client, prefix, clock } = this.config
-    this.slots = new KeySlots(this.config.maxTrackedKeys)
     this.keys = new KeyBuilder(prefix)
+    this.slots = new KeySlots(this.config.maxTrackedKeys, this.keys)
     this.heartbeatKey = `${prefix}hybrid:instances`
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
     const commands = client as unknown as Record<string, SyncCommand | undefined>
@@ -188,7 +188,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const keys: string[] = []
     for (const target of targets) {
       const key = this.keyOf(target)
-      const slot = this.slots.find(key)
+      const slot = this.slots.find(target.rule, target.identifier)
       if (slot >= 0) this.slots.remove(slot)
       keys.push(key, `${key}:prev`)
     }
@@ -255,17 +255,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   /** The target's slot, listed for the next sync, the others' assumed units charged to its state. */
   private track(target: StoreTarget, now: number): number {
     const { slots } = this
-    const key = this.keyOf(target)
-    let slot = slots.find(key)
+    let slot = slots.find(target.rule, target.identifier)
     if (slot < 0 || slots.shape(slot).windows !== target.windows) {
-      const shape = slots.shapeOf(target.algorithm as CounterAlgorithm, target.windows)
-      if (slot < 0) {
-        // Held for as long as the key is tracked: flat, rather than the rope of parts it was
-        // built from, which would keep every part alive beside it.
-        slot = slots.add(flat(key), shape, this.onEvict)
-      } else {
-        slots.reshape(slot, shape)
-      }
+      const shape = slots.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows)
+      if (slot < 0) slot = slots.add(target.identifier, shape, this.onEvict)
+      else slots.reshape(slot, shape)
     }
     if (slots.touch(slot)) this.listed.push(slot)
     if (slots.others.size > 0) this.assumeOthers(slot, now)
@@ -385,14 +379,15 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   ): Promise<{ overAdmitted: number; instances: number | undefined; keyError?: TollgateError } | Error> {
     const { slots } = this
     // A slot may be given to another key before the answer comes: the answer is the key's.
+    const generations = chunk.map((slot) => slots.generation(slot))
     const keys = chunk.map((slot) => slots.key(slot))
-    const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, time, heartbeat)
+    const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, keys, time, heartbeat)
     const sentAt = performance.now()
     let answer: ChunkAnswer
     try {
       answer = readChunkReply(await this.runSync(keyCount, ...keysAndArgs), keys)
     } catch (error) {
-      for (const [i, slot] of chunk.entries()) this.requeue(slot, keys[i] as string)
+      for (const [i, slot] of chunk.entries()) this.requeue(slot, generations[i] as number)
       return error instanceof Error ? error : new Error(String(error))
     }
     this.errors?.answered()
@@ -402,7 +397,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     let keyError: TollgateError | undefined
     chunk.forEach((slot, i) => {
       const value = answer.values[i]
-      if (value === undefined || !slots.holds(slot, keys[i] as string)) return
+      if (value === undefined || !slots.holds(slot, generations[i] as number)) return
       if (value instanceof TollgateError) {
         // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
         slots.sending.delete(slot)
@@ -419,9 +414,9 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /** Puts a failed push's units back before those admitted since, for the next sync. */
-  private requeue(slot: number, key: string): void {
+  private requeue(slot: number, generation: number): void {
     const { slots } = this
-    if (!slots.holds(slot, key)) return
+    if (!slots.holds(slot, generation)) return
     const sending = slots.sending.get(slot)
     slots.sending.delete(slot)
     if (sending !== undefined) {
@@ -530,10 +525,4 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       return this.lastGoodSyncAt
     }
   }
-}
-
-/** The string's characters in one flat string: V8 flattens a rope when its characters are read. */
-function flat(text: string): string {
-  text.charCodeAt(0)
-  return text
 }

@@ -64,19 +64,19 @@ export function chunksOf(slots: KeySlots, batch: readonly number[], cluster: boo
 
 /**
  * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
- * `[instancesKey, 'instance ttl']` when the chunk says this process is alive. Each key pushes
- * its `sending` units (none: it is only read).
+ * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `names` are the
+ * chunk's keys in Redis. Each key pushes its `sending` units (none: it is only read).
  */
 export function chunkArguments(
   slots: KeySlots,
   chunk: readonly number[],
+  names: readonly string[],
   time: string,
   heartbeat: readonly [string, string] | undefined,
 ): { keyCount: number; keysAndArgs: string[] } {
-  const keys: string[] = heartbeat ? [heartbeat[0]] : []
+  const keys: string[] = heartbeat ? [heartbeat[0], ...names] : [...names]
   const args: string[] = [time, heartbeat ? heartbeat[1] : '']
   for (const slot of chunk) {
-    keys.push(slots.key(slot))
     const segments = slots.sending.get(slot)
     args.push(`${ruleText(slots.shape(slot))}|${segments === undefined ? '' : segments.join(' ')}`)
   }
