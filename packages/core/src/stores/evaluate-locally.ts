@@ -2,20 +2,20 @@ import { resetAt } from '../algorithms/algorithm.js'
 import { algorithms } from '../algorithms/index.js'
 import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
 
-/** In-process state: what a local store keeps per key. */
-export interface StateTable {
-  get(key: string, now: number): unknown
-  set(key: string, state: unknown, expiresAt: number): void
-  delete(key: string): void
+/** In-process state: what a local store keeps per key (a key string, or whatever the store finds its state by). */
+export interface StateTable<Key = string> {
+  get(key: Key, now: number): unknown
+  set(key: Key, state: unknown, expiresAt: number): void
+  delete(key: Key): void
 }
 
 /**
  * The all-or-nothing decision over in-process state: the same steps, in the same order, as
  * `lua/decide.lua`. Synchronous, so no other decision can interleave with it.
  */
-export function evaluateLocally(
-  table: StateTable,
-  keys: readonly string[],
+export function evaluateLocally<Key>(
+  table: StateTable<Key>,
+  keys: readonly Key[],
   request: StoreRequest,
   now: number,
 ): StoreResult {
@@ -27,7 +27,7 @@ export function evaluateLocally(
   let clamped: boolean[] | undefined
   for (let t = 0; t < targets.length; t++) {
     const { algorithm, windows } = targets[t] as (typeof targets)[number]
-    states[t] = table.get(keys[t] as string, now)
+    states[t] = table.get(keys[t] as Key, now)
     if (algorithms[algorithm].clamp(states[t], windows, now)) {
       clamped ??= []
       clamped[t] = true
@@ -59,8 +59,8 @@ export function evaluateLocally(
             : algorithm.charge(state, target.windows, now, cost)
       }
       const expiresAt = state === undefined ? 0 : algorithm.expiresAt(state, target.windows)
-      if (expiresAt > now) table.set(keys[t] as string, state, expiresAt)
-      else table.delete(keys[t] as string)
+      if (expiresAt > now) table.set(keys[t] as Key, state, expiresAt)
+      else table.delete(keys[t] as Key)
     }
     for (const window of target.windows) {
       windows.push({
