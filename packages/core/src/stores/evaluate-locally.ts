@@ -1,4 +1,3 @@
-import { resetAt } from '../algorithms/algorithm.js'
 import { algorithms } from '../algorithms/index.js'
 import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
 
@@ -62,13 +61,7 @@ export function evaluateLocally<Key>(
       if (expiresAt > now) table.set(keys[t] as Key, state, expiresAt)
       else table.delete(keys[t] as Key)
     }
-    for (const window of target.windows) {
-      windows.push({
-        remaining: algorithm.remaining(state, window, now),
-        resetAtMs: resetAt(algorithm, state, window, now),
-        fitsAtMs: algorithm.fitsAt(state, window, now, cost),
-      })
-    }
+    for (const window of target.windows) windows.push(algorithm.answer(state, window, now, cost))
   }
   return { allowed: operation === 'refund' || allowed, nowMs: now, windows }
 }
