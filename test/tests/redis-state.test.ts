@@ -9,7 +9,6 @@ import {
 } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { resetAt } from '../../packages/core/src/algorithms/algorithm.js'
 import { algorithms } from '../../packages/core/src/algorithms/index.js'
 import { evaluateLocally, type StateTable } from '../../packages/core/src/stores/evaluate-locally.js'
 import {
@@ -90,11 +89,7 @@ class ModelTable implements StateTable {
 /** What the TypeScript model answers for this state, as a StoreResult's windows. */
 function answersOf(algorithm: AlgorithmName, state: unknown, windows: readonly Window[], now: number, cost: number) {
   const model = algorithms[algorithm]
-  return windows.map((window) => ({
-    remaining: model.remaining(state, window, now),
-    resetAtMs: resetAt(model, state, window, now),
-    fitsAtMs: model.fitsAt(state, window, now, cost),
-  }))
+  return windows.map((window) => model.answer(state, window, now, cost))
 }
 
 describe('the Redis state decoder reads what the decide script writes', () => {

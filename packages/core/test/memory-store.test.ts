@@ -9,6 +9,7 @@ import {
   type RulesOptions,
   TollgateConfigError,
 } from '../src/index.js'
+import { textDigest } from '../src/digest.js'
 import { SWEEP_SLICE } from '../src/stores/memory-store.js'
 
 const START = 1_700_000_000_000
@@ -115,6 +116,42 @@ describe('maxKeys', () => {
     expect(store.size).toBe(4)
     await limiter.close()
   })
+
+  // A decision finds its states first and writes them after: writing a new one may evict
+  // another the same decision found, whose write must then add it back rather than update an
+  // entry the store no longer holds.
+  it('keeps the charge of a state that another write of the same decision evicted', async () => {
+    const store = new MemoryStore({ maxKeys: 2, clock: manualClock().clock, sweepIntervalMs: 0 })
+    const limiter = limiterOver(store)
+    await limiter.consume('api', 'x')
+    await limiter.consume('api', 'b')
+    // Every state used since the hand last passed: its turn clears them all and evicts 'x'.
+    await limiter.peek('api', 'b')
+    await limiter.consume('api', ['y', 'x'])
+    expect(store.evictions).toBe(2)
+    expect(await remaining(limiter, 'x')).toBe(3)
+    expect(await remaining(limiter, 'y')).toBe(4)
+    expect(store.size).toBe(2)
+    await limiter.close()
+  })
+
+  it('keeps apart the states of rules of one name and two algorithms, from limiters sharing the store', async () => {
+    const store = new MemoryStore({ clock: manualClock().clock, sweepIntervalMs: 0 })
+    const counter = createLimiter({
+      store,
+      rules: { api: { algorithm: 'fixed-window', windows: [{ limit: 5, period: '60s' }] } },
+    })
+    const log = createLimiter({ store, rules: { api: { windows: [{ limit: 5, period: '60s' }] } } })
+    await counter.consume('api', 'a', { cost: 2 })
+    await log.consume('api', 'a')
+    expect((await counter.peek('api', 'a')).windows[0]?.remaining).toBe(3)
+    expect((await log.peek('api', 'a')).windows[0]?.remaining).toBe(4)
+    expect(store.ttls().map(({ key }) => key)).toEqual(['api:{a}:sl', 'api:{a}:fw'])
+    await log.reset('api', 'a')
+    expect((await counter.peek('api', 'a')).windows[0]?.remaining).toBe(3)
+    expect(store.size).toBe(1)
+    await counter.close()
+  })
 })
 
 describe('expiry', () => {
@@ -160,6 +197,36 @@ describe('expiry', () => {
     const decision = await limiter.peek('api', 'a')
     expect(decision.allowed).toBe(true)
     expect(decision.windows[0]).toMatchObject({ remaining: 2, resetAtMs: START + 1_000 })
+    await limiter.close()
+  })
+
+  it('ttls() names each key as RedisStore does, an identifier it cannot write raw as its digest', async () => {
+    const store = new MemoryStore({ clock: manualClock().clock, sweepIntervalMs: 0 })
+    const limiter = limiterOver(store, { 'api v2': { windows: [{ limit: 5, period: '1s' }] } })
+    await limiter.consume('api v2', ['user:ann', 'name with spaces'])
+    expect(store.ttls().map(({ key }) => key)).toEqual([
+      `#${textDigest('api v2')}:{user:ann}:sl`,
+      `#${textDigest('api v2')}:{#${textDigest('name with spaces')}}:sl`,
+    ])
+    await limiter.close()
+  })
+
+  // An expired state stays held until a decision writes it again or a sweep drops it; Redis no
+  // longer has the key by then.
+  it('ttls() leaves out a state that expired while nothing swept it', async () => {
+    const time = manualClock()
+    const store = new MemoryStore({ clock: time.clock, sweepIntervalMs: 0 })
+    const limiter = limiterOver(store, { api: { windows: [{ limit: 5, period: '1s' }] } })
+    await limiter.consume('api', 'a')
+    await limiter.consume('api', 'b')
+    time.advance(1_000)
+    await limiter.peek('api', 'a')
+    expect(store.ttls()).toEqual([])
+    await limiter.consume('api', 'a')
+    expect(store.ttls()).toEqual([{ key: 'api:{a}:sl', ttlMs: 1_000 }])
+    expect(store.size).toBe(2)
+    store.sweep()
+    expect(store.size).toBe(1)
     await limiter.close()
   })
 

@@ -1,4 +1,5 @@
 import type { Window } from '../rules.js'
+import type { StoreWindowResult } from '../stores/store.js'
 
 /** A time that never comes: the answer of `fitsAt` when a cost exceeds a window's limit. */
 export const NEVER = Number.POSITIVE_INFINITY
@@ -20,6 +21,12 @@ export interface Algorithm<S> {
   used(state: S | undefined, window: Window, now: number): number
   /** How many steps of `used` make one unit: 1 for the counters, a bucket's units per token. */
   stepsPerUnit(window: Window): number
+  /**
+   * The window at `now`, read from the state once, as the Lua reports it: the whole units that
+   * still fit, when it next frees a unit (`now` if nothing is used, else when one unit more than
+   * remains fits), and `fitsAt` for `cost`.
+   */
+  answer(state: S | undefined, window: Window, now: number, cost: number): StoreWindowResult
   /** Charges `cost` to every window; callers check `fitsAt` first. */
   charge(state: S | undefined, windows: readonly Window[], now: number, cost: number): S
   /** Gives back up to `cost` units, most recent first, as far as each window still counts them; `undefined` when nothing is left. */
@@ -32,10 +39,4 @@ export interface Algorithm<S> {
   clamp(state: S | undefined, windows: readonly Window[], now: number): boolean
   /** From this time on the state is indistinguishable from no state, so it may be dropped. */
   expiresAt(state: S, windows: readonly Window[]): number
-}
-
-/** When `window` next frees a unit: now if nothing is used, else when one more unit fits. */
-export function resetAt<S>(algorithm: Algorithm<S>, state: S | undefined, window: Window, now: number): number {
-  const remaining = algorithm.remaining(state, window, now)
-  return remaining >= window.limit ? now : algorithm.fitsAt(state, window, now, remaining + 1)
 }

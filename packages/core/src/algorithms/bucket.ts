@@ -1,7 +1,7 @@
 import type { Window } from '../rules.js'
 import { gcd } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
-import { type PeriodState, store, valuesOf } from './period-state.js'
+import { type PeriodState, valuesOf, withValues } from './period-state.js'
 
 /**
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
@@ -41,15 +41,28 @@ export function scaleOf(window: Window): Scale {
   return scale
 }
 
-/** The level at `now`; a measurement stamped later than `now` was moved back to it by `clamp`. */
-function current(state: BucketState | undefined, window: Window, now: number): [number, number] {
-  const { perMs, capacity } = scaleOf(window)
-  const offset = valuesOf(state, window.periodMs, 2)
-  if (offset < 0) return [capacity, now]
-  const level = (state as PeriodState)[offset] as number
-  const measured = (state as PeriodState)[offset + 1] as number
-  const at = Math.max(now, measured)
-  return [Math.min(capacity, level + (at - measured) * perMs), at]
+/*
+ * The level at `now` and the time it is measured at, read from the values at `at` (valuesOf, -1
+ * for none): two reads rather than one tuple, so that reading allocates nothing. A measurement
+ * stamped later than `now` was moved back to it by `clamp`.
+ */
+
+function levelAt(state: BucketState | undefined, at: number, scale: Scale, now: number): number {
+  if (at < 0) return scale.capacity
+  const level = (state as PeriodState)[at] as number
+  const measured = (state as PeriodState)[at + 1] as number
+  return Math.min(scale.capacity, level + (Math.max(now, measured) - measured) * scale.perMs)
+}
+
+function measuredAt(state: BucketState | undefined, at: number, now: number): number {
+  return at < 0 ? now : Math.max(now, (state as PeriodState)[at + 1] as number)
+}
+
+/** When `need` more units fit in a bucket at `level` measured at `measured`. */
+function fits(window: Window, scale: Scale, need: number, level: number, measured: number, now: number): number {
+  if (need > window.limit) return NEVER
+  const deficit = need * scale.perToken - level
+  return deficit <= 0 ? now : measured + Math.ceil(deficit / scale.perMs)
 }
 
 /**
@@ -58,43 +71,61 @@ function current(state: BucketState | undefined, window: Window, now: number): [
  */
 export const bucket: Algorithm<BucketState> = {
   fitsAt(state, window, now, need) {
-    if (need > window.limit) return NEVER
-    const { perToken, perMs } = scaleOf(window)
-    const [level, at] = current(state, window, now)
-    const deficit = need * perToken - level
-    return deficit <= 0 ? now : at + Math.ceil(deficit / perMs)
+    const scale = scaleOf(window)
+    const at = valuesOf(state, window.periodMs, 2)
+    return fits(window, scale, need, levelAt(state, at, scale, now), measuredAt(state, at, now), now)
   },
 
   remaining(state, window, now) {
+    const scale = scaleOf(window)
     // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
-    return Math.max(0, Math.floor(current(state, window, now)[0] / scaleOf(window).perToken))
+    return Math.max(0, Math.floor(levelAt(state, valuesOf(state, window.periodMs, 2), scale, now) / scale.perToken))
   },
 
   used(state, window, now) {
-    return scaleOf(window).capacity - current(state, window, now)[0]
+    const scale = scaleOf(window)
+    return scale.capacity - levelAt(state, valuesOf(state, window.periodMs, 2), scale, now)
   },
 
   stepsPerUnit(window) {
     return scaleOf(window).perToken
   },
 
-  charge(state, windows, now, cost) {
-    const next: BucketState = state ?? []
-    for (const window of windows) {
-      const [level, at] = current(next, window, now)
-      store(next, window.periodMs, [level - cost * scaleOf(window).perToken, at])
+  answer(state, window, now, cost) {
+    const scale = scaleOf(window)
+    const at = valuesOf(state, window.periodMs, 2)
+    const level = levelAt(state, at, scale, now)
+    const measured = measuredAt(state, at, now)
+    // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
+    const remaining = Math.max(0, Math.floor(level / scale.perToken))
+    return {
+      remaining,
+      resetAtMs: remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now),
+      fitsAtMs: fits(window, scale, cost, level, measured, now),
     }
-    return next
+  },
+
+  charge(state, windows, now, cost) {
+    let next = state
+    for (const window of windows) {
+      const scale = scaleOf(window)
+      const at = valuesOf(next, window.periodMs, 2)
+      const level = levelAt(next, at, scale, now)
+      next = withValues(next, at, window.periodMs, level - cost * scale.perToken, measuredAt(next, at, now))
+    }
+    return next as BucketState
   },
 
   refund(state, windows, now, cost) {
     if (!state) return undefined
+    let next = state
     for (const window of windows) {
-      const { perToken, capacity } = scaleOf(window)
-      const [level, at] = current(state, window, now)
-      store(state, window.periodMs, [Math.min(capacity, level + cost * perToken), at])
+      const scale = scaleOf(window)
+      const at = valuesOf(next, window.periodMs, 2)
+      const level = Math.min(scale.capacity, levelAt(next, at, scale, now) + cost * scale.perToken)
+      next = withValues(next, at, window.periodMs, level, measuredAt(next, at, now))
     }
-    return state
+    return next
   },
 
   clamp(state, windows, now) {

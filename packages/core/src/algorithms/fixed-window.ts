@@ -1,32 +1,59 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
-import { clampIndices, type PeriodState, store, valuesOf } from './period-state.js'
+import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState
 
-/** A window ahead of ours was moved back to ours by `clamp`: its count stays counted, for one period at most. */
-function current(state: FixedWindowState | undefined, window: Window, now: number): [number, number] {
-  const index = Math.floor(now / window.periodMs)
+/**
+ * Whether the values at `at` (valuesOf) count for now's window: a window ahead of ours was moved
+ * back to ours by `clamp`, and its count stays counted, for one period at most.
+ */
+function counts(state: FixedWindowState | undefined, at: number, periodMs: number, now: number): boolean {
+  return at >= 0 && ((state as PeriodState)[at] as number) >= Math.floor(now / periodMs)
+}
+
+/** When `need` more units fit beside `count`, the units counted in the window ending at `endsAt`. */
+function fits(window: Window, now: number, need: number, count: number, endsAt: number): number {
+  if (need > window.limit) return NEVER
+  return count + need <= window.limit ? now : endsAt
+}
+
+/** The units counted in now's window. */
+function countOf(state: FixedWindowState | undefined, window: Window, now: number): number {
   const at = valuesOf(state, window.periodMs, 2)
-  return at >= 0 && ((state as PeriodState)[at] as number) >= index
-    ? [(state as PeriodState)[at] as number, (state as PeriodState)[at + 1] as number]
-    : [index, 0]
+  return counts(state, at, window.periodMs, now) ? ((state as PeriodState)[at + 1] as number) : 0
 }
 
 export const fixedWindow: Algorithm<FixedWindowState> = {
   fitsAt(state, window, now, need) {
-    if (need > window.limit) return NEVER
-    const [index, count] = current(state, window, now)
-    return count + need <= window.limit ? now : (index + 1) * window.periodMs
+    const at = valuesOf(state, window.periodMs, 2)
+    if (!counts(state, at, window.periodMs, now)) return fits(window, now, need, 0, now)
+    const values = state as PeriodState
+    return fits(window, now, need, values[at + 1] as number, ((values[at] as number) + 1) * window.periodMs)
+  },
+
+  answer(state, window, now, cost) {
+    const { limit, periodMs } = window
+    const at = valuesOf(state, periodMs, 2)
+    const counting = counts(state, at, periodMs, now)
+    const values = state as PeriodState
+    const count = counting ? (values[at + 1] as number) : 0
+    const endsAt = counting ? ((values[at] as number) + 1) * periodMs : now
+    const remaining = Math.max(0, limit - count)
+    return {
+      remaining,
+      resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt),
+      fitsAtMs: fits(window, now, cost, count, endsAt),
+    }
   },
 
   remaining(state, window, now) {
-    return Math.max(0, window.limit - current(state, window, now)[1])
+    return Math.max(0, window.limit - countOf(state, window, now))
   },
 
   used(state, window, now) {
-    return current(state, window, now)[1]
+    return countOf(state, window, now)
   },
 
   stepsPerUnit() {
@@ -34,21 +61,27 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   },
 
   charge(state, windows, now, cost) {
-    const next: FixedWindowState = state ?? []
-    for (const window of windows) {
-      const [index, count] = current(next, window, now)
-      store(next, window.periodMs, [index, count + cost])
+    let next = state
+    for (const { periodMs } of windows) {
+      const at = valuesOf(next, periodMs, 2)
+      const values = next as PeriodState
+      next = counts(next, at, periodMs, now)
+        ? withValues(next, at, periodMs, values[at] as number, (values[at + 1] as number) + cost)
+        : withValues(next, at, periodMs, Math.floor(now / periodMs), cost)
     }
-    return next
+    return next as FixedWindowState
   },
 
   refund(state, windows, now, cost) {
     if (!state) return undefined
-    for (const window of windows) {
-      const [index, count] = current(state, window, now)
-      store(state, window.periodMs, [index, Math.max(0, count - cost)])
+    let next = state
+    for (const { periodMs } of windows) {
+      const at = valuesOf(next, periodMs, 2)
+      next = counts(next, at, periodMs, now)
+        ? withValues(next, at, periodMs, next[at] as number, Math.max(0, (next[at + 1] as number) - cost))
+        : withValues(next, at, periodMs, Math.floor(now / periodMs), 0)
     }
-    return state
+    return next
   },
 
   clamp(state, windows, now) {

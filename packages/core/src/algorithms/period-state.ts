@@ -18,13 +18,36 @@ export function valuesOf(state: PeriodState | undefined, period: number, arity: 
   return -1
 }
 
-export function store(state: PeriodState, period: number, values: readonly number[]): void {
-  const at = valuesOf(state, period, values.length)
-  if (at < 0) {
-    state.push(period, ...values)
-    return
+/**
+ * The state with the period's values set (a third for the counters that keep three): `at` is
+ * their offset (valuesOf), -1 to add them. Values are added in a new array of the exact size:
+ * one grown by push or spread keeps room for 16 more values, which every key would hold, and
+ * concat is a call into the runtime (bench/README.md).
+ */
+export function withValues(
+  state: PeriodState | undefined,
+  at: number,
+  period: number,
+  first: number,
+  second: number,
+  third?: number,
+): PeriodState {
+  if (at >= 0) {
+    const into = state as PeriodState
+    into[at] = first
+    into[at + 1] = second
+    if (third !== undefined) into[at + 2] = third
+    return into
   }
-  for (let j = 0; j < values.length; j++) state[at + j] = values[j] as number
+  if (!state) return third === undefined ? [period, first, second] : [period, first, second, third]
+  const n = state.length
+  const grown: PeriodState = new Array(n + (third === undefined ? 3 : 4))
+  for (let i = 0; i < n; i++) grown[i] = state[i] as number
+  grown[n] = period
+  grown[n + 1] = first
+  grown[n + 2] = second
+  if (third !== undefined) grown[n + 3] = third
+  return grown
 }
 
 /**

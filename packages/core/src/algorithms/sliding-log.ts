@@ -23,6 +23,9 @@ function longestPeriod(windows: readonly Window[]): number {
 
 /** Index of the last entry at or before `time`, or -1. */
 function lastAtOrBefore(times: readonly number[], time: number): number {
+  // Charges drop what leaves the longest window, so most logs hold nothing older than it, as
+  // the Lua finds out first too: then no search is needed.
+  if (times.length === 0 || (times[0] as number) > time) return -1
   let low = 0
   let high = times.length
   while (low < high) {
@@ -37,37 +40,56 @@ function totalAt(state: SlidingLogState, index: number): number {
   return index < 0 ? state.base : (state.totals[index] as number)
 }
 
-function used(state: SlidingLogState, window: Window, now: number): { used: number; before: number } {
-  const before = totalAt(state, lastAtOrBefore(state.times, now - window.periodMs))
-  return { used: totalAt(state, state.totals.length - 1) - before, before }
+/** The running total before the window: what the window holds is the last total less it. */
+function totalBefore(state: SlidingLogState, window: Window, now: number): number {
+  return totalAt(state, lastAtOrBefore(state.times, now - window.periodMs))
+}
+
+function lastTotal(state: SlidingLogState): number {
+  return totalAt(state, state.totals.length - 1)
+}
+
+/** When `need` more units fit in the window, whose running total before it is `before`. */
+function fits(state: SlidingLogState | undefined, window: Window, now: number, need: number, before: number): number {
+  if (need > window.limit) return NEVER
+  if (!state) return now
+  const inWindow = lastTotal(state) - before
+  if (inWindow + need <= window.limit) return now
+  // The request fits once enough of the oldest units have left the window.
+  // The last total less the room the request lacks: no sum passes the last total, below 2^53.
+  const target = before + inWindow - (window.limit - need)
+  let low = 0
+  let high = state.totals.length - 1
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    if ((state.totals[mid] as number) >= target) high = mid
+    else low = mid + 1
+  }
+  return (state.times[low] as number) + window.periodMs
 }
 
 export const slidingLog: Algorithm<SlidingLogState> = {
   fitsAt(state, window, now, need) {
-    if (need > window.limit) return NEVER
-    if (!state) return now
-    const { used: inWindow, before } = used(state, window, now)
-    if (inWindow + need <= window.limit) return now
-    // The request fits once enough of the oldest units have left the window.
-    // The last total less the room the request lacks: no sum passes the last total, below 2^53.
-    const target = before + inWindow - (window.limit - need)
-    let low = 0
-    let high = state.totals.length - 1
-    while (low < high) {
-      const mid = (low + high) >>> 1
-      if ((state.totals[mid] as number) >= target) high = mid
-      else low = mid + 1
+    return fits(state, window, now, need, state ? totalBefore(state, window, now) : 0)
+  },
+
+  answer(state, window, now, cost) {
+    const { limit } = window
+    const before = state ? totalBefore(state, window, now) : 0
+    const remaining = state ? Math.max(0, limit - (lastTotal(state) - before)) : limit
+    return {
+      remaining,
+      resetAtMs: remaining >= limit ? now : fits(state, window, now, remaining + 1, before),
+      fitsAtMs: fits(state, window, now, cost, before),
     }
-    return (state.times[low] as number) + window.periodMs
   },
 
   remaining(state, window, now) {
-    if (!state) return window.limit
-    return Math.max(0, window.limit - used(state, window, now).used)
+    return state ? Math.max(0, window.limit - (lastTotal(state) - totalBefore(state, window, now))) : window.limit
   },
 
   used(state, window, now) {
-    return state ? used(state, window, now).used : 0
+    return state ? lastTotal(state) - totalBefore(state, window, now) : 0
   },
 
   stepsPerUnit() {

@@ -1,20 +1,33 @@
 import type { Window } from '../rules.js'
 import { type Algorithm, NEVER } from './algorithm.js'
-import { clampIndices, type PeriodState, store, valuesOf } from './period-state.js'
+import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
 import { ceilRatio, largestWithin } from './ratios.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState
 
-function current(state: SlidingWindowState | undefined, window: Window, now: number): [number, number, number] {
-  const index = Math.floor(now / window.periodMs)
-  const at = valuesOf(state, window.periodMs, 3)
-  if (at < 0) return [index, 0, 0]
-  const values = state as PeriodState
-  const storedIndex = values[at] as number
-  if (storedIndex >= index) return [storedIndex, values[at + 1] as number, values[at + 2] as number]
-  if (storedIndex === index - 1) return [index, 0, values[at + 1] as number]
-  return [index, 0, 0]
+/*
+ * Now's fixed window, read from the values at `at` (valuesOf, -1 for none): its index, its count
+ * and the previous window's count. Three reads rather than one tuple: reading allocates nothing.
+ */
+
+function indexAt(values: SlidingWindowState | undefined, at: number, periodMs: number, now: number): number {
+  const index = Math.floor(now / periodMs)
+  return at >= 0 ? Math.max(index, (values as PeriodState)[at] as number) : index
+}
+
+function countAt(values: SlidingWindowState | undefined, at: number, periodMs: number, now: number): number {
+  return at >= 0 && ((values as PeriodState)[at] as number) >= Math.floor(now / periodMs)
+    ? ((values as PeriodState)[at + 1] as number)
+    : 0
+}
+
+function previousAt(values: SlidingWindowState | undefined, at: number, periodMs: number, now: number): number {
+  if (at < 0) return 0
+  const stored = (values as PeriodState)[at] as number
+  const index = Math.floor(now / periodMs)
+  if (stored >= index) return (values as PeriodState)[at + 2] as number
+  return stored === index - 1 ? ((values as PeriodState)[at + 1] as number) : 0
 }
 
 /**
@@ -29,22 +42,40 @@ function overlap(window: Window, index: number, now: number): number {
 
 /** The estimate: the current count and the previous one's weight, in whole units. */
 function used(state: SlidingWindowState | undefined, window: Window, now: number): number {
-  const [index, count, previous] = current(state, window, now)
-  return count + ceilRatio(previous, overlap(window, index, now), window.periodMs)
+  const { periodMs } = window
+  const at = valuesOf(state, periodMs, 3)
+  const index = indexAt(state, at, periodMs, now)
+  return (
+    countAt(state, at, periodMs, now) +
+    ceilRatio(previousAt(state, at, periodMs, now), overlap(window, index, now), periodMs)
+  )
+}
+
+/** When `need` more units fit in the window whose current fixed window is `index`, holding `count` and `previous`. */
+function fits(window: Window, now: number, need: number, index: number, count: number, previous: number): number {
+  const { limit, periodMs } = window
+  if (need > limit) return NEVER
+  const room = limit - need - count
+  if (room >= 0) {
+    if (ceilRatio(previous, overlap(window, index, now), periodMs) <= room) return now
+    return Math.max(now, (index + 1) * periodMs - largestWithin(previous, room, periodMs))
+  }
+  // Only once this window has become the previous one can its count decay enough.
+  return (index + 2) * periodMs - largestWithin(count, limit - need, periodMs)
 }
 
 export const slidingWindow: Algorithm<SlidingWindowState> = {
   fitsAt(state, window, now, need) {
-    const { limit, periodMs } = window
-    if (need > limit) return NEVER
-    const [index, count, previous] = current(state, window, now)
-    const room = limit - need - count
-    if (room >= 0) {
-      if (ceilRatio(previous, overlap(window, index, now), periodMs) <= room) return now
-      return Math.max(now, (index + 1) * periodMs - largestWithin(previous, room, periodMs))
-    }
-    // Only once this window has become the previous one can its count decay enough.
-    return (index + 2) * periodMs - largestWithin(count, limit - need, periodMs)
+    const { periodMs } = window
+    const at = valuesOf(state, periodMs, 3)
+    return fits(
+      window,
+      now,
+      need,
+      indexAt(state, at, periodMs, now),
+      countAt(state, at, periodMs, now),
+      previousAt(state, at, periodMs, now),
+    )
   },
 
   remaining(state, window, now) {
@@ -57,25 +88,45 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     return 1
   },
 
-  charge(state, windows, now, cost) {
-    const next: SlidingWindowState = state ?? []
-    for (const window of windows) {
-      const [index, count, previous] = current(next, window, now)
-      store(next, window.periodMs, [index, count + cost, previous])
+  answer(state, window, now, cost) {
+    const { limit, periodMs } = window
+    const at = valuesOf(state, periodMs, 3)
+    const index = indexAt(state, at, periodMs, now)
+    const count = countAt(state, at, periodMs, now)
+    const previous = previousAt(state, at, periodMs, now)
+    const remaining = Math.max(0, limit - count - ceilRatio(previous, overlap(window, index, now), periodMs))
+    return {
+      remaining,
+      resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous),
+      fitsAtMs: fits(window, now, cost, index, count, previous),
     }
-    return next
+  },
+
+  charge(state, windows, now, cost) {
+    let next = state
+    for (const { periodMs } of windows) {
+      const at = valuesOf(next, periodMs, 3)
+      const index = indexAt(next, at, periodMs, now)
+      const count = countAt(next, at, periodMs, now)
+      next = withValues(next, at, periodMs, index, count + cost, previousAt(next, at, periodMs, now))
+    }
+    return next as SlidingWindowState
   },
 
   // Each window gives back what it still counts of the units: from the current count first,
   // then from the previous one, which holds the charge once the window has rolled over.
   refund(state, windows, now, cost) {
     if (!state) return undefined
-    for (const window of windows) {
-      const [index, count, previous] = current(state, window, now)
+    let next = state
+    for (const { periodMs } of windows) {
+      const at = valuesOf(next, periodMs, 3)
+      const index = indexAt(next, at, periodMs, now)
+      const count = countAt(next, at, periodMs, now)
+      const previous = previousAt(next, at, periodMs, now)
       const fromCurrent = Math.min(count, cost)
-      store(state, window.periodMs, [index, count - fromCurrent, Math.max(0, previous - (cost - fromCurrent))])
+      next = withValues(next, at, periodMs, index, count - fromCurrent, Math.max(0, previous - (cost - fromCurrent)))
     }
-    return state
+    return next
   },
 
   clamp(state, windows, now) {
@@ -87,7 +138,9 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     for (const window of windows) {
       const at = valuesOf(state, window.periodMs, 3)
       if (at < 0) continue
-      const [index, count, previous] = [state[at] as number, state[at + 1] as number, state[at + 2] as number]
+      const index = state[at] as number
+      const count = state[at + 1] as number
+      const previous = state[at + 2] as number
       if (count > 0 || previous > 0) {
         // The current count still weighs on the next window, as its previous one.
         latest = Math.max(latest, (index + (count > 0 ? 2 : 1)) * window.periodMs)

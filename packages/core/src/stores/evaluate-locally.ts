@@ -1,4 +1,3 @@
-import { resetAt } from '../algorithms/algorithm.js'
 import { algorithms } from '../algorithms/index.js'
 import { shedRetryAt, sheds } from '../algorithms/shedding.js'
 import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
@@ -79,14 +78,11 @@ export function evaluateLocally<Key>(
       else table.delete(keys[t] as Key)
     }
     for (const window of target.windows) {
-      windows.push({
-        remaining: algorithm.remaining(state, window, now),
-        resetAtMs: resetAt(algorithm, state, window, now),
-        fitsAtMs:
-          shed && sheds(algorithm, state, window, now, cost, random as number)
-            ? shedRetryAt(algorithm, state, window, now, cost)
-            : algorithm.fitsAt(state, window, now, cost),
-      })
+      const answer = algorithm.answer(state, window, now, cost)
+      if (shed && sheds(algorithm, state, window, now, cost, random as number)) {
+        answer.fitsAtMs = shedRetryAt(algorithm, state, window, now, cost)
+      }
+      windows.push(answer)
     }
   }
   if (shed) return { allowed: false, shed, nowMs: now, windows }

@@ -2,6 +2,7 @@ import { type Clock, systemClock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import type { AlgorithmName } from '../rules.js'
 import { evaluateLocally, type StateTable } from './evaluate-locally.js'
 import { EvictionRing, type RingEntry } from './eviction-ring.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
@@ -38,6 +39,23 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number
 }
 
+/** The states of one rule and algorithm, by identifier. */
+class Home {
+  readonly entries = new Map<string, Entry>()
+
+  constructor(
+    readonly rule: string,
+    readonly algorithm: AlgorithmName,
+    /** The home of a rule of the same name and another algorithm: limiters sharing the store may hold both. */
+    readonly other: Home | undefined,
+  ) {}
+}
+
+/**
+ * One state, and the StateTable key a decision reads and writes it by: found once per target,
+ * it spares the decision building its Redis-layout key string and hashing it again (bench/README.md).
+ * A target with no state gets an entry that is not `held`; writing a state to it adds it.
+ */
 class Entry implements RingEntry<Entry> {
   // Declared, not defined: the constructor alone gives V8 the fields' order and kinds, so that
   // `expiresAt` is a number field from the start; defined first as undefined, it would hold a
@@ -45,17 +63,21 @@ class Entry implements RingEntry<Entry> {
   declare state: unknown
   declare expiresAt: number
   declare used: boolean
+  declare held: boolean
   declare prev: Entry
   declare next: Entry
-  declare readonly key: string
+  declare readonly home: Home
+  declare readonly identifier: string
 
-  constructor(key: string, state: unknown, expiresAt: number) {
-    this.state = state
-    this.expiresAt = expiresAt
+  constructor(home: Home, identifier: string) {
+    this.state = undefined
+    this.expiresAt = 0
     this.used = false
+    this.held = false
     this.prev = this
     this.next = this
-    this.key = key
+    this.home = home
+    this.identifier = identifier
   }
 }
 
@@ -66,9 +88,9 @@ export const SWEEP_SLICE = 10_000
 
 /** The embedded, in-process store: the default when no store is given. One process only. */
 export class MemoryStore implements Store {
-  private readonly entries = new Map<string, Entry>()
+  /** By rule name. */
+  private readonly homes = new Map<string, Home>()
   private readonly ring = new EvictionRing<Entry>()
-  private readonly keys = new KeyBuilder('')
   private readonly clock: Clock
   private readonly maxKeys: number
   private readonly timer: NodeJS.Timeout | undefined
@@ -76,51 +98,47 @@ export class MemoryStore implements Store {
   private sweeping: NodeJS.Immediate | undefined
   private evicted = 0
 
-  /**
-   * The entry the last `get` found: a decision reads a key and then writes it, and looking a
-   * fresh key string up hashes all of it again. Forgotten whenever an entry leaves the Map.
-   */
-  private lastKey: string | undefined
-  private lastEntry: Entry | undefined
-
-  private readonly table: StateTable = {
-    get: (key, now) => {
-      const entry = this.entries.get(key)
-      this.lastKey = undefined
-      if (!entry) return undefined
-      if (entry.expiresAt <= now) {
-        this.drop(entry)
-        return undefined
-      }
+  private readonly table: StateTable<Entry> = {
+    get: (entry, now) => {
+      // An expired state reads as none but stays held until it is written again, swept or
+      // evicted: dropping it here and adding it back when the decision writes would cost two
+      // hash table updates, and a bucket that is nearly full is full again, expired, within
+      // milliseconds (bench/README.md).
+      if (!entry.held || entry.expiresAt <= now) return undefined
       // Every decision that finds a state uses it, refused ones and peeks included: an
       // identifier kept refused must be the last to be forgotten, or flooding the store with
       // other identifiers would hand it a fresh quota.
       entry.used = true
-      this.lastKey = key
-      this.lastEntry = entry
       return entry.state
     },
-    set: (key, state, expiresAt) => {
-      const entry = key === this.lastKey ? this.lastEntry : this.entries.get(key)
-      if (entry) {
-        entry.state = state
-        entry.expiresAt = expiresAt
+    set: (entry, state, expiresAt) => {
+      const kept = entry.state
+      // A state made anew where an expired one of the same size is kept (a bucket full again
+      // reads as none) is copied into the kept one: the new array then dies young, where keeping
+      // it would have the next scavenge copy it out of the young generation (bench/README.md).
+      if (Array.isArray(state) && Array.isArray(kept) && state !== kept && state.length === kept.length) {
+        for (let i = 0; i < state.length; i++) kept[i] = state[i]
+      } else entry.state = state
+      entry.expiresAt = expiresAt
+      if (entry.held) {
         entry.used = true
         return
       }
-      const added = new Entry(key, state, expiresAt)
-      this.entries.set(key, added)
+      // Another target's write may have evicted this entry since the decision found it.
+      entry.used = false
+      entry.held = true
+      entry.home.entries.set(entry.identifier, entry)
       if (this.ring.size < this.maxKeys) {
-        this.ring.add(added)
+        this.ring.add(entry)
         return
       }
-      this.forget()
-      this.entries.delete(this.ring.replaceUnused(added).key)
+      const victim = this.ring.replaceUnused(entry)
+      victim.held = false
+      victim.home.entries.delete(victim.identifier)
       this.evicted++
     },
-    delete: (key) => {
-      const entry = key === this.lastKey ? this.lastEntry : this.entries.get(key)
-      if (entry) this.drop(entry)
+    delete: (entry) => {
+      if (entry.held) this.drop(entry)
     },
   }
 
@@ -159,7 +177,7 @@ export class MemoryStore implements Store {
 
   /** States currently held, expired or not. */
   get size(): number {
-    return this.entries.size
+    return this.ring.size
   }
 
   /** States dropped because `maxKeys` was reached. */
@@ -176,12 +194,22 @@ export class MemoryStore implements Store {
   }
 
   evaluateSync(request: StoreRequest): StoreResult {
-    const keys = request.targets.map((target) => this.keyOf(target))
-    return evaluateLocally(this.table, keys, request, timeFrom(this.clock, 'MemoryStore'))
+    const now = timeFrom(this.clock, 'MemoryStore')
+    const { targets } = request
+    const entries: Entry[] = new Array(targets.length)
+    for (let t = 0; t < targets.length; t++) {
+      const { rule, algorithm, identifier } = targets[t] as StoreTarget
+      const home = this.homeOf(rule, algorithm)
+      entries[t] = home.entries.get(identifier) ?? new Entry(home, identifier)
+    }
+    return evaluateLocally(this.table, entries, request, now)
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {
-    for (const target of targets) this.table.delete(this.keyOf(target))
+    for (const { rule, algorithm, identifier } of targets) {
+      const entry = this.homeOf(rule, algorithm).entries.get(identifier)
+      if (entry) this.drop(entry)
+    }
     return Promise.resolve()
   }
 
@@ -195,19 +223,38 @@ export class MemoryStore implements Store {
     this.sweepSome(Number.POSITIVE_INFINITY)
   }
 
-  /** Each held key with the milliseconds it has left: what a Redis `PTTL` would say. */
+  /** Each unexpired key, named as RedisStore names it without a prefix, with the milliseconds it has left: what a Redis `PTTL` would say. */
   ttls(): Array<{ key: string; ttlMs: number }> {
     const now = this.clock()
-    return [...this.entries].map(([key, entry]) => ({ key, ttlMs: entry.expiresAt - now }))
+    const keys = new KeyBuilder('')
+    const ttls: Array<{ key: string; ttlMs: number }> = []
+    for (const first of this.homes.values()) {
+      for (let home: Home | undefined = first; home !== undefined; home = home.other) {
+        for (const [identifier, entry] of home.entries) {
+          if (entry.expiresAt > now)
+            ttls.push({ key: keys.key(home.rule, home.algorithm, identifier), ttlMs: entry.expiresAt - now })
+        }
+      }
+    }
+    return ttls
   }
 
   close(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
     this.stopSweeping()
-    this.forget()
-    this.entries.clear()
+    this.homes.clear()
     this.ring.clear()
     return Promise.resolve()
+  }
+
+  private homeOf(rule: string, algorithm: AlgorithmName): Home {
+    const first = this.homes.get(rule)
+    for (let home = first; home !== undefined; home = home.other) {
+      if (home.algorithm === algorithm) return home
+    }
+    const home = new Home(rule, algorithm, first)
+    this.homes.set(rule, home)
+    return home
   }
 
   private startSweeping(): void {
@@ -238,17 +285,8 @@ export class MemoryStore implements Store {
   }
 
   private drop(entry: Entry): void {
-    this.forget()
-    this.entries.delete(entry.key)
+    entry.held = false
+    entry.home.entries.delete(entry.identifier)
     this.ring.remove(entry)
-  }
-
-  private forget(): void {
-    this.lastKey = undefined
-    this.lastEntry = undefined
-  }
-
-  private keyOf(target: StoreTarget): string {
-    return this.keys.key(target.rule, target.algorithm, target.identifier)
   }
 }
