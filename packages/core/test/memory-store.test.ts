@@ -1,6 +1,7 @@
 import v8 from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { textDigest } from '../src/digest.js'
 import {
   createLimiter,
   type Limiter,
@@ -9,7 +10,6 @@ import {
   type RulesOptions,
   TollgateConfigError,
 } from '../src/index.js'
-import { textDigest } from '../src/digest.js'
 import { SWEEP_SLICE } from '../src/stores/memory-store.js'
 
 const START = 1_700_000_000_000
