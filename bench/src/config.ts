@@ -9,6 +9,8 @@ export interface BenchConfig {
     inFlight: readonly number[]
   }
   commands: { warmupDecisions: number; decisions: number }
+  /** Decisions timed one at a time, per contender and repetition. */
+  latency: { warmupDecisions: number; decisions: number; repetitions: number }
   http: {
     connections: number
     /** Once per server, before the repetitions. */
@@ -33,6 +35,7 @@ export function configOf(quick: boolean): BenchConfig {
       inFlight: quick ? [256] : [1, 256],
     },
     commands: { warmupDecisions: 200, decisions: quick ? 500 : 2_000 },
+    latency: { warmupDecisions: 20_000, decisions: quick ? 20_000 : 100_000, repetitions: quick ? 1 : 3 },
     // Express takes about two seconds of load to reach its pace.
     http: { connections: 64, warmupSeconds: quick ? 1 : 3, seconds: quick ? 1 : 2.5, repetitions: quick ? 1 : 3 },
     bytes: {

@@ -11,6 +11,7 @@ import type { MeasureContext } from './measures/context.js'
 import { decisionUnits, measureDecisions } from './measures/decisions.js'
 import { exactnessUnits, measureExactness } from './measures/exactness.js'
 import { httpUnits, measureHttp } from './measures/http.js'
+import { latencyUnits, measureLatency } from './measures/latency.js'
 import { measureRedisBenchmark, redisBenchmarkUnits } from './measures/redis-benchmark.js'
 import { commandUnits, measureCommands } from './measures/redis-commands.js'
 import { Progress } from './progress.js'
@@ -42,6 +43,8 @@ if (values.from !== undefined) {
   // pnpm runs the script in bench/; INIT_CWD is where the command was typed.
   const file = resolve(process.env.INIT_CWD ?? process.cwd(), values.from)
   const saved = JSON.parse(await readFile(file, 'utf8')) as BenchResults
+  // A run saved before a measure existed holds no cells for it.
+  for (const name of MEASURES) saved[RESULT_KEY[name]] ??= []
   const partial = MEASURES.some((name) => saved[RESULT_KEY[name]].length === 0)
   const written = await writeReport(saved, { partial, keepRaw: true })
   process.stdout.write(`${written.markdown}\n`)
@@ -61,6 +64,7 @@ const startedAt = new Date()
 const started = performance.now()
 const units = {
   decisions: decisionUnits(config),
+  latency: latencyUnits(config),
   commands: commandUnits(config),
   http: httpUnits(config),
   bytes: bytesUnits(config),
@@ -87,6 +91,7 @@ try {
     config,
     machine: describeMachine(redis, startLoad),
     decisions: only.has('decisions') ? await measureDecisions(context) : [],
+    latency: only.has('latency') ? await measureLatency(context) : [],
     commands: only.has('commands') ? await measureCommands(context) : [],
     bytes: only.has('bytes') ? await measureBytes(context) : [],
     exactness: only.has('exactness') ? await measureExactness(context) : [],

@@ -53,7 +53,7 @@ try {
   const { functions, areas } = await summarizeProfile(file, measured)
   const percent = (share: number) => `${(share * 100).toFixed(1).padStart(5)}%`
   process.stdout.write(
-    `${id}, ${shape}, 256 in flight, 10,000 identifiers, Tollgate ${tollgateBuild()}: ${Math.round(measured.perSecond)} decisions/s, ${measured.cpuUsPerDecision.toFixed(1)} µs of client CPU per decision, ${measured.errors} errors\n`,
+    `${id}, ${shape}, 256 in flight, 10,000 identifiers, Tollgate ${tollgateBuild()}: ${Math.round(measured.perSecond)} decisions/s, ${measured.cpuUsPerDecision.toFixed(2)} µs of client CPU per decision, ${measured.errors} errors\n`,
   )
   if (evalsha) {
     process.stdout.write(

@@ -4,6 +4,7 @@ import type { BytesCell } from './measures/bytes.js'
 import type { DecisionCell } from './measures/decisions.js'
 import type { ExactnessCell } from './measures/exactness.js'
 import type { HttpCell } from './measures/http.js'
+import type { LatencyCell } from './measures/latency.js'
 import type { RedisBenchmarkCell } from './measures/redis-benchmark.js'
 import type { CommandCell } from './measures/redis-commands.js'
 
@@ -15,6 +16,7 @@ export interface BenchResults {
   config: BenchConfig
   machine: Machine
   decisions: DecisionCell[]
+  latency: LatencyCell[]
   commands: CommandCell[]
   http: HttpCell[]
   bytes: BytesCell[]
@@ -22,12 +24,13 @@ export interface BenchResults {
   redisBenchmark: RedisBenchmarkCell[]
 }
 
-export const MEASURES = ['decisions', 'commands', 'http', 'bytes', 'exactness', 'redis-benchmark'] as const
+export const MEASURES = ['decisions', 'latency', 'commands', 'http', 'bytes', 'exactness', 'redis-benchmark'] as const
 export type MeasureName = (typeof MEASURES)[number]
 
 /** Where each measure's cells are kept in the results. */
 export const RESULT_KEY = {
   decisions: 'decisions',
+  latency: 'latency',
   commands: 'commands',
   http: 'http',
   bytes: 'bytes',

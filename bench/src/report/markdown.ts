@@ -100,6 +100,28 @@ function decisionsSection(results: BenchResults): string {
   return parts.join('\n\n')
 }
 
+function latencySection(results: BenchResults): string {
+  if (results.latency.length === 0) return ''
+  const c = results.config.latency
+  const floor = median(results.latency.flatMap((cell) => cell.timerP50Us))
+  const rows = results.latency.map((cell) => {
+    const contender = contenderOf(cell.contender)
+    const p50 = median(cell.p50Us)
+    const p99 = median(cell.p99Us)
+    return [
+      contender.role === 'tollgate' ? `**${labelOf(contender)}**` : labelOf(contender),
+      `${decimal(p50)} ${spread(cell.p50Us, p50)}`.trim(),
+      `${decimal(p99)} ${spread(cell.p99Us, p99)}`.trim(),
+      cell.errors > 0 ? integer(cell.errors) : '0',
+    ]
+  })
+  return [
+    '## 6. Latency of one in-process decision',
+    `Each memory contender's own call (section 1), 1 window × 1 identifier over 10,000 identifiers, made and awaited one at a time: ${integer(c.decisions)} decisions timed with \`process.hrtime.bigint()\` from the call to the code after its \`await\`, ${c.repetitions} repetition${c.repetitions === 1 ? '' : 's'} in a rotated order after a warm-up of ${integer(c.warmupDecisions)}; medians over the repetitions. Every sample includes the timer and one turn of the microtask queue: an awaited call that does nothing measures ${decimal(floor)} µs at p50 here.`,
+    table(['contender', 'p50 µs', 'p99 µs', 'errors'], rows, ['l', 'r', 'r', 'r']),
+  ].join('\n\n')
+}
+
 function commandsSection(results: BenchResults): string {
   if (results.commands.length === 0 && results.redisBenchmark.length === 0) return ''
   const parts = ['## 2. Redis commands and round trips per decision']
@@ -254,6 +276,7 @@ export function markdownOf(results: BenchResults, charts: readonly string[]): st
     httpSection(results),
     bytesSection(results),
     exactnessSection(results),
+    latencySection(results),
     charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
   ]
   return `${sections.filter((s) => s !== '').join('\n\n')}\n`

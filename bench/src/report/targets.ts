@@ -1,9 +1,10 @@
-import type { StoreKind } from '../contenders/contender.js'
+import { labelOf } from '../contenders/contender.js'
+import type { LatencyCell } from '../measures/latency.js'
 import type { BenchResults } from '../results.js'
 import { median } from '../stats.js'
 import { KEY_SPREAD_LABEL, type KeySpread } from '../workload.js'
 import { decimal, integer, ratio } from './format.js'
-import { algorithmOf, contenderOf, fastestIncumbent, tollgateIds } from './lookup.js'
+import { algorithmOf, contenderOf, fastestIncumbent, sameScenario, tollgateIds } from './lookup.js'
 
 export interface TargetRow {
   target: string
@@ -15,38 +16,77 @@ export interface TargetRow {
 
 const COUNTER_ALGORITHMS = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra']
 
+/**
+ * Against the fastest incumbent on Redis; in memory, against express-rate-limit's MemoryStore,
+ * the incumbent most Node.js applications run in memory.
+ */
+const DECISION_TARGETS = [
+  { store: 'redis', shape: 'one-window', required: 1.5, name: '1 window', versus: undefined },
+  { store: 'redis', shape: 'two-by-two', required: 1.0, name: '2 windows × 2 identifiers', versus: undefined },
+  { store: 'memory', shape: 'one-window', required: 1.0, name: '1 window', versus: 'express-rate-limit/memory' },
+  {
+    store: 'memory',
+    shape: 'two-by-two',
+    required: 0.5,
+    name: '2 windows × 2 identifiers',
+    versus: 'express-rate-limit/memory',
+  },
+] as const
+
 function decisionTargets(results: BenchResults): TargetRow[] {
   const rows: TargetRow[] = []
   const inFlight = Math.max(...results.config.decisions.inFlight)
-  for (const [shape, required, name] of [
-    ['one-window', 1.5, '1 window'],
-    ['two-by-two', 1.0, '2 windows × 2 identifiers'],
-  ] as const) {
-    for (const store of ['redis', 'memory'] as const satisfies readonly StoreKind[]) {
-      for (const spread of ['many', 'hot'] as const satisfies readonly KeySpread[]) {
-        const scenario = { shape, spread, inFlight }
-        const best = fastestIncumbent(results.decisions, store, scenario)
-        if (!best) continue
-        const bestRate = median(best.perSecond)
-        const ratios = tollgateIds(store).flatMap((id) => {
-          const cell = results.decisions.find(
-            (c) => c.contender === id && c.shape === shape && c.spread === spread && c.inFlight === inFlight,
-          )
-          return cell ? [{ algorithm: algorithmOf(id), ratio: median(cell.perSecond) / bestRate }] : []
-        })
-        if (ratios.length === 0) continue
-        const worst = Math.min(...ratios.map((r) => r.ratio))
-        const met = ratios.filter((r) => r.ratio >= required).length
-        rows.push({
-          target: `decisions/s, ${inFlight} in flight, ${KEY_SPREAD_LABEL[spread]}, ${store === 'redis' ? 'Redis' : 'memory'}: Tollgate ${name} ≥ ${required.toFixed(1)}× the fastest incumbent's 1 window (${contenderOf(best.contender).library}, ${integer(bestRate)}/s)`,
-          measured: `${ratios.map((r) => `${r.algorithm} ${ratio(r.ratio)}`).join(', ')} (${met} of ${ratios.length} met)`,
-          ratio: worst / required,
-          met: met === ratios.length,
-        })
-      }
+  for (const { store, shape, required, name, versus } of DECISION_TARGETS) {
+    for (const spread of ['many', 'hot'] as const satisfies readonly KeySpread[]) {
+      const scenario = { shape, spread, inFlight }
+      const best =
+        versus === undefined
+          ? fastestIncumbent(results.decisions, store, scenario)
+          : results.decisions.find(
+              (cell) => cell.contender === versus && sameScenario(cell, { ...scenario, shape: 'one-window' }),
+            )
+      if (!best) continue
+      const bestRate = median(best.perSecond)
+      const ratios = tollgateIds(store).flatMap((id) => {
+        const cell = results.decisions.find((c) => c.contender === id && sameScenario(c, scenario))
+        return cell ? [{ algorithm: algorithmOf(id), ratio: median(cell.perSecond) / bestRate }] : []
+      })
+      if (ratios.length === 0) continue
+      const worst = Math.min(...ratios.map((r) => r.ratio))
+      const met = ratios.filter((r) => r.ratio >= required).length
+      const incumbent = contenderOf(best.contender)
+      rows.push({
+        target: `decisions/s, ${inFlight} in flight, ${KEY_SPREAD_LABEL[spread]}, ${store === 'redis' ? 'Redis' : 'memory'}: Tollgate ${name} ≥ ${required.toFixed(1)}× ${versus === undefined ? `the fastest incumbent's 1 window (${incumbent.library}, ` : `${labelOf(incumbent)}'s 1 window (`}${integer(bestRate)}/s)`,
+        measured: `${ratios.map((r) => `${r.algorithm} ${ratio(r.ratio)}`).join(', ')} (${met} of ${ratios.length} met)`,
+        ratio: worst / required,
+        met: met === ratios.length,
+      })
     }
   }
   return rows
+}
+
+/** One in-process decision, 1 window × 1 identifier, awaited alone. */
+const LATENCY_TARGETS = [
+  { quantile: 'p50', requiredUs: 1 },
+  { quantile: 'p99', requiredUs: 5 },
+] as const
+
+function latencyTargets(results: BenchResults): TargetRow[] {
+  const tollgate = results.latency.filter((cell) => contenderOf(cell.contender).role === 'tollgate')
+  if (tollgate.length === 0) return []
+  const incumbent = results.latency.find((cell) => cell.contender === 'express-rate-limit/memory')
+  return LATENCY_TARGETS.map(({ quantile, requiredUs }) => {
+    const of = (cell: LatencyCell) => median(quantile === 'p50' ? cell.p50Us : cell.p99Us)
+    const worst = Math.max(...tollgate.map(of))
+    const met = tollgate.filter((cell) => of(cell) <= requiredUs).length
+    return {
+      target: `latency of one in-process decision, 1 window × 1 identifier, one in flight: Tollgate ${quantile} ≤ ${requiredUs} µs`,
+      measured: `${tollgate.map((cell) => `${algorithmOf(cell.contender)} ${decimal(of(cell))} µs`).join(', ')} (${met} of ${tollgate.length} met)${incumbent ? `; express-rate-limit MemoryStore ${decimal(of(incumbent))} µs` : ''}`,
+      ratio: requiredUs / worst,
+      met: met === tollgate.length,
+    }
+  })
 }
 
 function roundTripTargets(results: BenchResults): TargetRow[] {
@@ -154,6 +194,7 @@ function exactnessTargets(results: BenchResults): TargetRow[] {
 export function targetsOf(results: BenchResults): TargetRow[] {
   return [
     ...decisionTargets(results),
+    ...latencyTargets(results),
     ...roundTripTargets(results),
     ...httpTargets(results),
     ...bytesTargets(results),

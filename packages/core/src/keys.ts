@@ -11,7 +11,8 @@ import type { AlgorithmName } from './rules.js'
  * a SHA-256 digest otherwise. Raw parts never contain `#`, `{` or `}`, so a raw part and a
  * hashed one cannot meet, the first `{` always opens the tag and the first `}` closes it.
  */
-const RAW_PART = /^[A-Za-z0-9._:@+=/-]{1,64}$/
+export const MAX_RAW_PART_LENGTH = 64
+const RAW_PART = new RegExp(`^[A-Za-z0-9._:@+=/-]{1,${MAX_RAW_PART_LENGTH}}$`)
 /** The last part of a key: which algorithm's state it holds (token buckets and GCRA apart). */
 const KEY_SUFFIX: Readonly<Record<AlgorithmName, string>> = {
   'sliding-log': 'sl',
@@ -60,11 +61,16 @@ export class KeyBuilder {
   }
 
   key(rule: string, algorithm: AlgorithmName, identifier: string): string {
+    return this.keyOfPart(rule, algorithm, encodeKeyPart(identifier))
+  }
+
+  /** The key of an identifier already encoded by `encodeKeyPart`. */
+  keyOfPart(rule: string, algorithm: AlgorithmName, identifierPart: string): string {
     let head = this.ruleParts.get(rule)
     if (head === undefined) {
       head = `${this.prefix}${encodeKeyPart(rule)}:{`
       this.ruleParts.set(rule, head)
     }
-    return `${head}${encodeKeyPart(identifier)}}:${KEY_SUFFIX[algorithm]}`
+    return `${head}${identifierPart}}:${KEY_SUFFIX[algorithm]}`
   }
 }

@@ -211,6 +211,24 @@ describe('expiry', () => {
     await limiter.close()
   })
 
+  // Long identifiers are held by their digest, as in Redis keys; a short identifier that spells
+  // that digest is another identifier.
+  it('holds a long identifier by its digest, apart from a short identifier spelling that digest', async () => {
+    const store = new MemoryStore({ clock: manualClock().clock, sweepIntervalMs: 0 })
+    const limiter = limiterOver(store, { api: { windows: [{ limit: 5, period: '1s' }] } })
+    const long = `user:${'x'.repeat(10_000)}`
+    const digest = `#${textDigest(long)}`
+    await limiter.consume('api', long, { cost: 2 })
+    await limiter.consume('api', digest)
+    expect(store.ttls().map(({ key }) => key)).toEqual([`api:{#${textDigest(digest)}}:sl`, `api:{${digest}}:sl`])
+    expect(await remaining(limiter, long)).toBe(3)
+    expect(await remaining(limiter, digest)).toBe(4)
+    await limiter.reset('api', long)
+    expect(await remaining(limiter, long)).toBe(5)
+    expect(store.size).toBe(1)
+    await limiter.close()
+  })
+
   // An expired state stays held until a decision writes it again or a sweep drops it; Redis no
   // longer has the key by then.
   it('ttls() leaves out a state that expired while nothing swept it', async () => {
@@ -344,6 +362,39 @@ describe('memory after eviction', () => {
     for (let m = 0; m < 30; m++) minute()
     // Each minute's states come to about 4 MB: one minute's leak would show.
     expect(heapUsed() - before).toBeLessThan(3 * 2 ** 20)
+    await store.close()
+  })
+})
+
+describe('memory per state', () => {
+  // Regression: a state keyed by an identifier of thousands of characters held all of it, where
+  // Redis keys hold its digest.
+  it('holds no more for a long identifier than for a short one (long identifiers were kept whole)', async () => {
+    v8.setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const heapUsed = () => {
+      gc()
+      gc()
+      return process.memoryUsage().heapUsed
+    }
+    const store = new MemoryStore({ clock: manualClock().clock, sweepIntervalMs: 0 })
+    const windows = [{ limit: 5, periodMs: 60_000 }]
+    const consume = (identifier: string) =>
+      store.evaluateSync({
+        operation: 'consume',
+        cost: 1,
+        targets: [{ rule: 'api', algorithm: 'fixed-window', windows, identifier }],
+      })
+    const before = heapUsed()
+    for (let i = 0; i < 1_000; i++) {
+      // A flat string of its own per request, as a server reading it from a header makes one.
+      const identifier = Buffer.alloc(16_000, 'x')
+      identifier.write(`user:${i}:`)
+      consume(identifier.toString('latin1'))
+    }
+    expect(store.size).toBe(1_000)
+    // Kept whole, the identifiers alone come to 16 MB.
+    expect(heapUsed() - before).toBeLessThan(2 * 2 ** 20)
     await store.close()
   })
 })

@@ -21,8 +21,8 @@ export function valuesOf(state: PeriodState | undefined, period: number, arity: 
 /**
  * The state with the period's values set (a third for the counters that keep three): `at` is
  * their offset (valuesOf), -1 to add them. Values are added in a new array of the exact size:
- * one grown by push or spread keeps room for 16 more values, which every key would hold, and
- * concat is a call into the runtime (bench/README.md).
+ * one grown by push or spread keeps room for 16 more values, which every key would hold
+ * (bench/README.md), and concat is a call into the runtime.
  */
 export function withValues(
   state: PeriodState | undefined,
