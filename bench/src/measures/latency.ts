@@ -70,7 +70,7 @@ export async function measureLatency(context: MeasureContext): Promise<LatencyCe
   const cells = new Map<string, LatencyCell>()
   for (const contender of IN_PROCESS) {
     const decider = await contender.setup({
-      client: undefined,
+      client: contender.syncsWithRedis ? context.client : undefined,
       shape: 'one-window',
       limit: LIMIT_NEVER_REACHED,
       periodMs: PERIOD_MS,

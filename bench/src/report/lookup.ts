@@ -39,6 +39,9 @@ export function tollgateIds(store: StoreKind): string[] {
   return CONTENDERS.filter((c) => c.role === 'tollgate' && c.store === store).map((c) => c.id)
 }
 
+/** The algorithm a Tollgate contender runs, marked `(hybrid)` for the HybridStore's, which share the in-memory rows. */
 export function algorithmOf(id: string): string {
-  return id.split('/').at(-1) as string
+  const parts = id.split('/')
+  const algorithm = parts.at(-1) as string
+  return parts[1] === 'hybrid' ? `${algorithm} (hybrid)` : algorithm
 }
