@@ -156,11 +156,7 @@ local function bucket_module()
           fits_at = fits(per_token, per_ms, capacity, now, cost, measured_at, deficit)
         end
       end
-      if remaining > WIRE_EXACT then
-        remaining = fmt(remaining)
-      end
-      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
-      n = n + 3
+      n = append_window(reply, n, remaining, reset_at, fits_at)
     end
     if writes or s[base + 1] then
       write_counter(key, windows, s, base + 1, 2, latest, now, nil)

@@ -119,11 +119,7 @@ local function fixed_window_module()
       elseif count + cost > limit then
         fits_at = ends_at
       end
-      if remaining > WIRE_EXACT then
-        remaining = fmt(remaining)
-      end
-      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
-      n = n + 3
+      n = append_window(reply, n, remaining, reset_at, fits_at)
     end
     local read = s[base + 1]
     if writes or read == true then

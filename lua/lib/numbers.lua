@@ -34,6 +34,15 @@ local MAX_EXACT = 9007199254740991
 -- reads an integer reply digit by digit through a sum that passes 2^53 and rounds it. Times stay
 -- far below it.
 local WIRE_EXACT = MAX_EXACT - 128
+
+-- Appends one window's answer after reply[n] (decide.lua's reply) and returns the new length.
+local function append_window(reply, n, remaining, reset_at, fits_at)
+  if remaining > WIRE_EXACT then
+    remaining = fmt(remaining)
+  end
+  reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
+  return n + 3
+end
 -- Lua's % is a - floor(a / b) * b, which rounds once a / b nears 2^53 / b; C's fmod is exact.
 -- For a time a (at most 8.64e15, clock.ts) and a period b, a / b is still floored exactly, as in
 -- the TypeScript models' Math.floor(now / period): there % is exact, and costs no function call.

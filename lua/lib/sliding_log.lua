@@ -322,11 +322,7 @@ local function sliding_log_module()
           fits_at = fits(key, w, now, cost, used, before, first)
         end
       end
-      if remaining > WIRE_EXACT then
-        remaining = fmt(remaining)
-      end
-      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
-      n = n + 3
+      n = append_window(reply, n, remaining, reset_at, fits_at)
     end
     return n
   end

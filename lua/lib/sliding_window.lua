@@ -182,11 +182,7 @@ local function sliding_window_module()
           fits_at = fits(limit, period, now, cost, index, count, previous)
         end
       end
-      if remaining > WIRE_EXACT then
-        remaining = fmt(remaining)
-      end
-      reply[n + 1], reply[n + 2], reply[n + 3] = remaining, reset_at, fits_at
-      n = n + 3
+      n = append_window(reply, n, remaining, reset_at, fits_at)
     end
     local read = s[base + 1]
     if writes or read == true then
