@@ -221,7 +221,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   stats(): HybridStats {
-    const now = this.now()
+    const now = this.safeNow()
     const { slots } = this
     let dirtyKeys = slots.pending.size
     for (const slot of slots.sending.keys()) if (!slots.pending.has(slot)) dirtyKeys++
@@ -240,11 +240,12 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   /** Stops the timer and pushes what is left (waiting at most `syncTimeoutMs`); the client stays open. */
   async close(): Promise<void> {
     if (this.closed) return
+    // Set first: a timer's sync that ends while this one waits must not schedule another.
+    this.closed = true
     if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
     if (this.slots.pending.size > 0) await this.syncNow()
     else await this.syncing
-    this.closed = true
     this.errors?.release()
   }
 
