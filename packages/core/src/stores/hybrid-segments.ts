@@ -42,25 +42,21 @@ export function record(
   units: number,
   roomBefore: number,
 ): void {
-  const pending = slots.pending.get(slot)
   const split = slots.split(slot)
   slots.setSplit(slot, false)
-  if (pending !== undefined) {
-    const last = pending.length - 2
-    const lastUnits = pending[last + 1] as number
+  if (slots.hasPending(slot)) {
+    const lastUnits = slots.lastSegmentUnits(slot)
     const total = lastUnits + units
     if (
       !split &&
       lastUnits > 0 === units > 0 &&
-      sameSpan(shape, pending[last] as number, now, total, slots.room(slot))
+      sameSpan(shape, slots.lastSegmentAt(slot), now, total, slots.room(slot))
     ) {
-      pending[last + 1] = total
+      slots.addToLastSegment(slot, units)
       return
     }
-    pending.push(now, units)
-  } else {
-    slots.pending.set(slot, [now, units])
   }
+  slots.appendSegment(slot, now, units)
   slots.setRoom(slot, roomBefore)
 }
 

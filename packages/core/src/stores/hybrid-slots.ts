@@ -22,16 +22,20 @@ const TOUCHED = 2
 const LISTED = 4
 const SPLIT = 8
 const HELD = 16
+/** One segment of units not yet pushed, in `segmentAt` and `segmentUnits`. */
+const ONE_SEGMENT = 32
 const INLINE = 4
 /** Shape ids are kept in 16 bits. */
 const MAX_SHAPES = 0xffff
 
 /**
  * The keys a HybridStore tracks, as columns: a slot per key, its fields in typed arrays, so that a
- * million keys cost a Map entry and the identifier and about 60 bytes beside (a key as an object
- * of its own, with its state as an array, cost 340: bench/README.md). A one-window state lives in `values`; a state of
- * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in `pending`
- * and `sending` only for the keys that have them.
+ * million keys cost a Map entry and the identifier and about 80 bytes beside: 155 bytes a key in
+ * all, where a key as an object of its own, with its state as an array, cost 343
+ * (`pnpm --filter @tollgate/bench hybrid-memory`). A one-window state lives in `values`; a state of
+ * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in columns
+ * too while a key has one segment of them, and in `segments` and `sending` for the keys that
+ * have more, or a push under way.
  *
  * The order a full table forgets in is CLOCK over the slots: a hand goes round and takes the
  * first slot not used since it last came by. A key with units not yet pushed is marked used by
@@ -53,8 +57,15 @@ export class KeySlots {
   private synced = new Float64Array(0)
   private rooms = new Float64Array(0)
   private readonly wide = new Map<number, number[]>()
-  /** Units admitted here since the sync under way (or the last one) took the key's: `at, units, at, units…`. */
-  readonly pending = new Map<number, number[]>()
+  /**
+   * Units admitted here since the sync under way (or the last one) took the key's, as segments
+   * `at, units` (hybrid-segments.ts): most keys have one per sync, kept in these columns; a key
+   * with more has all of them in `segments` instead.
+   */
+  private segmentAt = new Float64Array(0)
+  private segmentUnits = new Float64Array(0)
+  private readonly segments = new Map<number, number[]>()
+  private withPending = 0
   /** The units a sync under way is pushing, until Redis took them or failed. */
   readonly sending = new Map<number, number[]>()
   /** Units per ms the other processes admitted between the key's last two syncs, and how many of them were charged since. */
@@ -166,16 +177,96 @@ export class KeySlots {
     this.count--
     this.identifiers[slot] = undefined
     this.generations[slot] = (this.generations[slot] as number) + 1
+    this.clearPending(slot)
     this.flags[slot] = 0
     this.wide.delete(slot)
-    this.pending.delete(slot)
     this.sending.delete(slot)
     this.others.delete(slot)
     this.free.push(slot)
   }
 
   unsynced(slot: number): boolean {
-    return this.pending.has(slot) || this.sending.has(slot)
+    return this.hasPending(slot) || this.sending.has(slot)
+  }
+
+  /** Keys with units admitted here that no sync has taken yet. */
+  get pendingKeys(): number {
+    return this.withPending
+  }
+
+  hasPending(slot: number): boolean {
+    return ((this.flags[slot] as number) & ONE_SEGMENT) !== 0 || this.segments.has(slot)
+  }
+
+  /** The key's pending segments, a copy when they are in the columns; undefined for none. */
+  pendingOf(slot: number): number[] | undefined {
+    if (((this.flags[slot] as number) & ONE_SEGMENT) !== 0) {
+      return [this.segmentAt[slot] as number, this.segmentUnits[slot] as number]
+    }
+    return this.segments.get(slot)
+  }
+
+  /** The last pending segment's time; call only when `hasPending`. */
+  lastSegmentAt(slot: number): number {
+    if (((this.flags[slot] as number) & ONE_SEGMENT) !== 0) return this.segmentAt[slot] as number
+    const segments = this.segments.get(slot) as number[]
+    return segments[segments.length - 2] as number
+  }
+
+  lastSegmentUnits(slot: number): number {
+    if (((this.flags[slot] as number) & ONE_SEGMENT) !== 0) return this.segmentUnits[slot] as number
+    const segments = this.segments.get(slot) as number[]
+    return segments[segments.length - 1] as number
+  }
+
+  /** Adds units to the last pending segment. */
+  addToLastSegment(slot: number, units: number): void {
+    if (((this.flags[slot] as number) & ONE_SEGMENT) !== 0) {
+      this.segmentUnits[slot] = (this.segmentUnits[slot] as number) + units
+      return
+    }
+    const segments = this.segments.get(slot) as number[]
+    segments[segments.length - 1] = (segments[segments.length - 1] as number) + units
+  }
+
+  /** Starts a pending segment after the key's others, if any. */
+  appendSegment(slot: number, at: number, units: number): void {
+    const flags = this.flags[slot] as number
+    if ((flags & ONE_SEGMENT) !== 0) {
+      this.flags[slot] = flags & ~ONE_SEGMENT
+      this.segments.set(slot, [this.segmentAt[slot] as number, this.segmentUnits[slot] as number, at, units])
+      return
+    }
+    const segments = this.segments.get(slot)
+    if (segments !== undefined) {
+      segments.push(at, units)
+      return
+    }
+    this.flags[slot] = flags | ONE_SEGMENT
+    this.segmentAt[slot] = at
+    this.segmentUnits[slot] = units
+    this.withPending++
+  }
+
+  /** The key's pending segments, handed over (to a sync), and none left. */
+  takePending(slot: number): number[] | undefined {
+    const taken = this.pendingOf(slot)
+    this.clearPending(slot)
+    return taken
+  }
+
+  /** Puts segments back before the key's pending ones (a push Redis did not take). */
+  putBack(slot: number, segments: readonly number[]): void {
+    const after = this.takePending(slot) ?? []
+    const all = [...segments, ...after]
+    for (let i = 0; i < all.length; i += 2) this.appendSegment(slot, all[i] as number, all[i + 1] as number)
+  }
+
+  private clearPending(slot: number): void {
+    if (!this.hasPending(slot)) return
+    this.flags[slot] = (this.flags[slot] as number) & ~ONE_SEGMENT
+    this.segments.delete(slot)
+    this.withPending--
   }
 
   markUsed(slot: number): void {
@@ -312,6 +403,8 @@ export class KeySlots {
       this.expiries = grown(this.expiries, new Float64Array(capacity))
       this.synced = grown(this.synced, new Float64Array(capacity))
       this.rooms = grown(this.rooms, new Float64Array(capacity))
+      this.segmentAt = grown(this.segmentAt, new Float64Array(capacity))
+      this.segmentUnits = grown(this.segmentUnits, new Float64Array(capacity))
     }
     return slot
   }
@@ -320,4 +413,34 @@ export class KeySlots {
 function grown<A extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(from: A, into: A): A {
   into.set(from)
   return into
+}
+
+/**
+ * Slots in a growing Int32Array: the keys listed for the next sync, 4 bytes each where an array
+ * of numbers takes 8, and never more than the keys tracked, since a key is listed once.
+ */
+export class SlotList {
+  private items = new Int32Array(1024)
+  length = 0
+
+  constructor(private readonly most: number) {}
+
+  push(slot: number): void {
+    if (this.length === this.items.length) {
+      const larger = new Int32Array(Math.max(this.items.length + 1, Math.min(this.most, this.items.length * 2)))
+      larger.set(this.items)
+      this.items = larger
+    }
+    this.items[this.length++] = slot
+  }
+
+  /** Keeps the slots `keep` says to keep, in order, and hands every other to `take`. */
+  filter(keep: (slot: number) => boolean): void {
+    let kept = 0
+    for (let i = 0; i < this.length; i++) {
+      const slot = this.items[i] as number
+      if (keep(slot)) this.items[kept++] = slot
+    }
+    this.length = kept
+  }
 }

@@ -12,7 +12,7 @@ import { ServerAlignedClock } from './hybrid-clock.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
 import { OutageTable } from './hybrid-outage.js'
 import { beforeDecision, record, unitsOf, usedOf } from './hybrid-segments.js'
-import { KeySlots } from './hybrid-slots.js'
+import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
@@ -81,7 +81,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly now: () => number
   private readonly slots: KeySlots
   /** Slots of the keys the next sync pushes or pulls. */
-  private listed: number[] = []
+  private readonly listed: SlotList
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
   private readonly errors: ClientErrors | undefined
@@ -101,6 +101,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const { client, prefix, clock } = this.config
     this.keys = new KeyBuilder(prefix)
     this.slots = new KeySlots(this.config.maxTrackedKeys, this.keys)
+    this.listed = new SlotList(this.config.maxTrackedKeys)
     this.heartbeatKey = `${prefix}hybrid:instances`
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
     const commands = client as unknown as Record<string, SyncCommand | undefined>
@@ -223,8 +224,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   stats(): HybridStats {
     const now = this.safeNow()
     const { slots } = this
-    let dirtyKeys = slots.pending.size
-    for (const slot of slots.sending.keys()) if (!slots.pending.has(slot)) dirtyKeys++
+    let dirtyKeys = slots.pendingKeys
+    for (const slot of slots.sending.keys()) if (!slots.hasPending(slot)) dirtyKeys++
     const since = this.lastSyncOrStart()
     return {
       trackedKeys: slots.size,
@@ -244,7 +245,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     this.closed = true
     if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
-    if (this.slots.pending.size > 0) await this.syncNow()
+    if (this.slots.pendingKeys > 0) await this.syncNow()
     else await this.syncing
     this.errors?.release()
   }
@@ -349,23 +350,16 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   /** The listed keys, their units moved to `sending`; a key whose last push is still under way waits for the next sync. */
   private takeListed(): number[] {
     const { slots } = this
-    const listed = this.listed
-    this.listed = []
     const batch: number[] = []
-    for (const slot of listed) {
-      if (!slots.listed(slot)) continue
-      if (slots.sending.has(slot)) {
-        this.listed.push(slot)
-        continue
-      }
+    this.listed.filter((slot) => {
+      if (!slots.listed(slot)) return false
+      if (slots.sending.has(slot)) return true
       slots.unlist(slot)
-      const pending = slots.pending.get(slot)
-      if (pending !== undefined) {
-        slots.sending.set(slot, pending)
-        slots.pending.delete(slot)
-      }
+      const pending = slots.takePending(slot)
+      if (pending !== undefined) slots.sending.set(slot, pending)
       batch.push(slot)
-    }
+      return false
+    })
     return batch
   }
 
@@ -421,8 +415,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const sending = slots.sending.get(slot)
     slots.sending.delete(slot)
     if (sending !== undefined) {
-      const pending = slots.pending.get(slot)
-      slots.pending.set(slot, pending === undefined ? sending : [...sending, ...pending])
+      slots.putBack(slot, sending)
     }
     if (slots.list(slot)) this.listed.push(slot)
   }
@@ -437,7 +430,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const { algorithm, windows, model } = slots.shape(slot)
     const pushed = unitsOf(slots.sending.get(slot))
     slots.sending.delete(slot)
-    const pending = slots.pending.get(slot)
+    const pending = slots.pendingOf(slot)
     const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
     const previousSync = slots.syncedAt(slot)
     if (this.config.extrapolate) {
