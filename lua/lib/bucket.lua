@@ -185,28 +185,19 @@ local function bucket_module()
     if #segments == 0 and not moved then
       return 0, raw or ''
     end
-    local over = 0
-    for j = 1, #segments, 2 do
-      local at, units = min(segments[j], now), segments[j + 1]
-      local above = 0
-      for k = 1, #windows do
-        local w, i = windows[k], 2 * k - 1
-        local per_token, per_ms = scale(w)
-        local measured_at, deficit = s[i], s[i + 1]
-        if measured_at == nil then
-          measured_at, deficit = at, 0
-        elseif measured_at < at then
-          deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
-        end
-        deficit = max(0, deficit + units * per_token)
-        s[i], s[i + 1] = measured_at, deficit
-        local used = floor(deficit / per_token)
-        if units > 0 and used - w.limit > above then
-          above = min(units, used - w.limit)
-        end
+    local over = add_segments(windows, now, segments, function(k, at, units)
+      local w, i = windows[k], 2 * k - 1
+      local per_token, per_ms = scale(w)
+      local measured_at, deficit = s[i], s[i + 1]
+      if measured_at == nil then
+        measured_at, deficit = at, 0
+      elseif measured_at < at then
+        deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
       end
-      over = over + above
-    end
+      deficit = max(0, deficit + units * per_token)
+      s[i], s[i + 1] = measured_at, deficit
+      return pushed_above(units, floor(deficit / per_token), w.limit)
+    end)
     local latest = 0
     for k = 1, #windows do
       local i = 2 * k - 1

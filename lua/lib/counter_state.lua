@@ -155,3 +155,30 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept)
   call('SET', key, value, 'PX', ttl)
   return value
 end
+
+-- A sync's segments (`at, units, …`, each at clamped to now) added window by window by
+-- `add(k, at, units)`, which answers the units it pushed above window k's limit. A segment's
+-- units above a limit count once, however many of its windows they pass: returns their sum.
+local function add_segments(windows, now, segments, add)
+  local over = 0
+  for j = 1, #segments, 2 do
+    local at, units = min(segments[j], now), segments[j + 1]
+    local above = 0
+    for k = 1, #windows do
+      local past = add(k, at, units)
+      if past > above then
+        above = past
+      end
+    end
+    over = over + above
+  end
+  return over
+end
+
+-- Of `units` pushed into a window that then holds `used` of `limit`: the part above the limit.
+local function pushed_above(units, used, limit)
+  if units <= 0 or used <= limit then
+    return 0
+  end
+  return min(units, used - limit)
+end

@@ -152,39 +152,30 @@ local function fixed_window_module()
     else
       read_counter(side, windows, s, last, 2, legacy)
     end
-    local over = 0
-    for j = 1, #segments, 2 do
-      local at, units = min(segments[j], now), segments[j + 1]
-      local above = 0
-      for k = 1, count do
-        local w, i = windows[k], 2 * k - 1
-        local period = w.period
-        local ends_at = at - at % period + period
-        local stored = s[i]
-        if stored == nil or stored < ends_at then
-          if stored ~= nil and s[i + 1] > 0 then
-            s[last + i], s[last + i + 1] = stored, s[i + 1]
-          end
-          s[i], s[i + 1] = ends_at, 0
-          stored = ends_at
+    local over = add_segments(windows, now, segments, function(k, at, units)
+      local w, i = windows[k], 2 * k - 1
+      local period = w.period
+      local ends_at = at - at % period + period
+      local stored = s[i]
+      if stored == nil or stored < ends_at then
+        if stored ~= nil and s[i + 1] > 0 then
+          s[last + i], s[last + i + 1] = stored, s[i + 1]
         end
-        local at_count = i
-        if stored > ends_at then
-          at_count = nil
-          if s[last + i] == ends_at then
-            at_count = last + i
-          end
-        end
-        if at_count then
-          local counted = max(0, s[at_count + 1] + units)
-          s[at_count + 1] = counted
-          if units > 0 and counted - w.limit > above then
-            above = min(units, counted - w.limit)
-          end
-        end
+        s[i], s[i + 1] = ends_at, 0
+        stored = ends_at
       end
-      over = over + above
-    end
+      local at_count = i
+      if stored > ends_at then
+        -- A late segment: its window is the finished one `side` keeps, or too old to count.
+        if s[last + i] ~= ends_at then
+          return 0
+        end
+        at_count = last + i
+      end
+      local counted = max(0, s[at_count + 1] + units)
+      s[at_count + 1] = counted
+      return pushed_above(units, counted, w.limit)
+    end)
     local expires_at, side_expires_at = 0, 0
     for k = 1, count do
       local i = 2 * k - 1

@@ -210,43 +210,35 @@ local function sliding_window_module()
     if #segments == 0 and not moved then
       return 0, raw or ''
     end
-    local over = 0
-    for j = 1, #segments, 2 do
-      local at, units = min(segments[j], now), segments[j + 1]
-      local above = 0
-      for k = 1, #windows do
-        local w, i = windows[k], 3 * k - 2
-        local period = w.period
-        local index = (at - at % period) / period
-        local stored, count, previous = index, 0, 0
-        if s[i] ~= nil then
-          stored, count, previous = index_of(period, s[i], s[i + 1]), s[i + 1], s[i + 2]
-        end
-        if index == stored + 1 then
-          stored, count, previous = index, 0, count
-        elseif index > stored then
-          stored, count, previous = index, 0, 0
-        end
-        local used = nil
-        if index == stored and units < 0 then
-          -- A refund gives back what the window still counts: the current count first, then the
-          -- previous one, as a decision's refund does.
-          local from_current = min(count, -units)
-          count, previous = count - from_current, max(0, previous - (-units - from_current))
-        elseif index == stored then
-          count = count + units
-          used = count + weighted(period, stored, at, previous)
-        elseif index == stored - 1 then
-          previous = max(0, previous + units)
-          used = count + weighted(period, stored, now, previous)
-        end
-        s[i], s[i + 1], s[i + 2] = expires_at_of(period, stored, count), count, previous
-        if used and units > 0 and used - w.limit > above then
-          above = min(units, used - w.limit)
-        end
+    local over = add_segments(windows, now, segments, function(k, at, units)
+      local w, i = windows[k], 3 * k - 2
+      local period = w.period
+      local index = (at - at % period) / period
+      local stored, count, previous = index, 0, 0
+      if s[i] ~= nil then
+        stored, count, previous = index_of(period, s[i], s[i + 1]), s[i + 1], s[i + 2]
       end
-      over = over + above
-    end
+      if index == stored + 1 then
+        stored, count, previous = index, 0, count
+      elseif index > stored then
+        stored, count, previous = index, 0, 0
+      end
+      local used = 0
+      if index == stored and units < 0 then
+        -- A refund gives back what the window still counts: the current count first, then the
+        -- previous one, as a decision's refund does.
+        local from_current = min(count, -units)
+        count, previous = count - from_current, max(0, previous - (-units - from_current))
+      elseif index == stored then
+        count = count + units
+        used = count + weighted(period, stored, at, previous)
+      elseif index == stored - 1 then
+        previous = max(0, previous + units)
+        used = count + weighted(period, stored, now, previous)
+      end
+      s[i], s[i + 1], s[i + 2] = expires_at_of(period, stored, count), count, previous
+      return pushed_above(units, used, w.limit)
+    end)
     local latest = 0
     for k = 1, #windows do
       local i = 3 * k - 2

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import calculateSlot from 'cluster-key-slot'
 import { timeFrom } from '../clock.js'
 import { TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName } from '../rules.js'
 import { syncScript } from '../scripts/generated.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
+import { unlinkBySlot } from './cluster-slots.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
@@ -193,12 +193,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       if (slot >= 0) this.slots.remove(slot)
       keys.push(key, `${key}:prev`)
     }
-    const groups = new Map<number, string[]>()
-    for (const key of keys) {
-      const slot = this.cluster ? calculateSlot(key) : 0
-      groups.set(slot, [...(groups.get(slot) ?? []), key])
-    }
-    await Promise.all([...groups.values()].map((group) => this.config.client.unlink(...group)))
+    await unlinkBySlot(this.config.client, keys, this.cluster)
     this.errors?.answered()
   }
 
@@ -312,16 +307,22 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const batch = this.takeListed()
     report.keys = batch.length
     for (const slot of batch) report.pushedUnits += unitsOf(this.slots.sending.get(slot))
-    const chunks = chunksOf(this.slots, batch, this.cluster)
+    // Each key's name in Redis, built once per sync: it groups the keys by Cluster slot and goes in the script's KEYS.
+    const names = batch.map((slot) => this.slots.key(slot))
     const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${3 * this.config.syncIntervalMs}`]
     // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
     // with nothing to sync, it goes alone.
-    const calls: Array<{ slots: number[]; heartbeat: boolean }> = chunks.map((slots, i) => ({
-      slots,
-      heartbeat: i === 0 && !this.cluster,
-    }))
-    if (this.cluster || calls.length === 0) calls.unshift({ slots: [], heartbeat: true })
-    const outcomes = calls.map((call) => this.sendChunk(call.slots, time, call.heartbeat ? heartbeat : undefined))
+    const calls: Array<{ slots: number[]; names: string[]; heartbeat: boolean }> = chunksOf(names, this.cluster).map(
+      (indices, i) => ({
+        slots: indices.map((at) => batch[at] as number),
+        names: indices.map((at) => names[at] as string),
+        heartbeat: i === 0 && !this.cluster,
+      }),
+    )
+    if (this.cluster || calls.length === 0) calls.unshift({ slots: [], names: [], heartbeat: true })
+    const outcomes = calls.map((call) =>
+      this.sendChunk(call.slots, call.names, time, call.heartbeat ? heartbeat : undefined),
+    )
     const timedOut = Symbol('timed out')
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<typeof timedOut>((resolve) => {
@@ -369,13 +370,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    */
   private async sendChunk(
     chunk: number[],
+    keys: string[],
     time: string,
     heartbeat: [string, string] | undefined,
   ): Promise<{ overAdmitted: number; instances: number | undefined; keyError?: TollgateError } | Error> {
     const { slots } = this
     // A slot may be given to another key before the answer comes: the answer is the key's.
     const generations = chunk.map((slot) => slots.generation(slot))
-    const keys = chunk.map((slot) => slots.key(slot))
     const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, keys, time, heartbeat)
     const sentAt = performance.now()
     let answer: ChunkAnswer

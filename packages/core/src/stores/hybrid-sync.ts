@@ -1,6 +1,6 @@
-import calculateSlot from 'cluster-key-slot'
 import { describeValue, TollgateError } from '../errors.js'
 import type { Window } from '../rules.js'
+import { groupBySlot } from './cluster-slots.js'
 import type { KeySlots, Shape } from './hybrid-slots.js'
 import { SCRIPT_ALGORITHM } from './redis-wire.js'
 
@@ -43,20 +43,14 @@ function ruleText(shape: Shape): string {
   return text
 }
 
-/** The keys' slots grouped into chunks: by slot on a Cluster (a script runs on one slot), at most MAX_CHUNK each. */
-export function chunksOf(slots: KeySlots, batch: readonly number[], cluster: boolean): number[][] {
-  const groups = new Map<number, number[]>()
-  for (const slot of batch) {
-    const hashSlot = cluster ? calculateSlot(slots.key(slot)) : 0
-    let group = groups.get(hashSlot)
-    if (group === undefined) {
-      group = []
-      groups.set(hashSlot, group)
-    }
-    group.push(slot)
-  }
+/**
+ * The keys, by their `names`, as chunks of their indices: one Cluster slot per chunk (a script
+ * runs on one slot), at most MAX_CHUNK keys each.
+ */
+export function chunksOf(names: readonly string[], cluster: boolean): number[][] {
+  const groups = cluster ? groupBySlot(names) : [names.map((_, i) => i)]
   const chunks: number[][] = []
-  for (const group of groups.values()) {
+  for (const group of groups) {
     for (let at = 0; at < group.length; at += MAX_CHUNK) chunks.push(group.slice(at, at + MAX_CHUNK))
   }
   return chunks

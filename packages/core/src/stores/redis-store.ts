@@ -6,7 +6,7 @@ import { checkOptionsObject, optionKeys } from '../option-objects.js'
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
-import { decideAcrossSlots, groupBySlot, type RunOnSlot } from './cluster-slots.js'
+import { decideAcrossSlots, groupBySlot, type RunOnSlot, unlinkBySlot } from './cluster-slots.js'
 import {
   decisionFailure,
   decodeReply,
@@ -184,9 +184,11 @@ export class RedisStore implements Store {
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
     if (targets.length === 0) return
-    const keys = targets.map((target) => this.keyOf(target))
-    const slots = this.cluster ? groupBySlot(keys) : [keys.map((_, i) => i)]
-    await Promise.all(slots.map((indices) => this.client.unlink(...indices.map((i) => keys[i] as string))))
+    await unlinkBySlot(
+      this.client,
+      targets.map((target) => this.keyOf(target)),
+      this.cluster,
+    )
     this.errors?.answered()
   }
 
