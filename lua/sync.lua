@@ -19,53 +19,19 @@
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua
 --#include lib/bucket.lua
+--#include lib/sync_call.lua
 
 local KEYS, ARGV = KEYS, ARGV
-local modules = { fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
-local built = {}
-local time = call('TIME')
-local server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
-local now = server_now
-if ARGV[1] ~= '-' then
-  now = tonumber(ARGV[1])
-  -- Whole ms from 0 to 8.64e15 (clock.ts): anything else would corrupt every window it touched.
-  if not now or now ~= floor(now) or now < 0 or now > 8640000000000000 then
-    error('the clock sent ' .. ARGV[1] .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
-  end
-end
+local server_now, now = call_time(ARGV[1])
 
 local reply, key = { server_now, -1 }, 1
 if ARGV[2] ~= '' then
-  local instance, ttl = string.match(ARGV[2], '^(%S+) (%d+)$')
-  ttl = tonumber(ttl)
-  call('ZADD', KEYS[1], now, instance)
-  call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - ttl)
-  call('PEXPIRE', KEYS[1], ttl)
-  reply[2] = call('ZCARD', KEYS[1])
+  reply[2] = heartbeat(KEYS[1], ARGV[2], now)
   key = 2
 end
 
 -- Keys of one rule send the same rule text, which is parsed once per call.
-local rules = {}
-local function rule_of(text)
-  local rule = rules[text]
-  if rule then
-    return rule
-  end
-  local code, rest = string.match(text, '^(%a+) (.*)$')
-  local module = built[code]
-  if not module then
-    module = modules[code]()
-    built[code] = module
-  end
-  local windows = {}
-  for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
-    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
-  end
-  rule = { code = code, module = module, windows = windows }
-  rules[text] = rule
-  return rule
-end
+local rule_of = sync_rules({ fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module })
 
 local s, segments = {}, {}
 for arg = 3, #ARGV do

@@ -53,6 +53,18 @@ local function fixed_window_module()
     return fit
   end
 
+  -- After a check: the units beyond `cost` that every window still has room for (lease.lua).
+  function module.room(windows, now, cost, s, base)
+    local room
+    for k = 1, #windows do
+      local left = windows[k].limit - cost - s[base + 2 * k + 1]
+      if not room or left < room then
+        room = left
+      end
+    end
+    return max(0, room or 0)
+  end
+
   function module.sheds(windows, now, cost, random, s, base)
     for k = 1, #windows do
       local w = windows[k]

@@ -104,6 +104,20 @@ local function sliding_window_module()
     return fit
   end
 
+  -- After a check: the units beyond `cost` that every window still has room for (lease.lua).
+  function module.room(windows, now, cost, s, base)
+    local room
+    for k = 1, #windows do
+      local w, i = windows[k], base + 3 * k - 2
+      local period = w.period
+      local left = w.limit - cost - s[i + 2] - weighted(period, (now - now % period) / period, now, s[i + 3])
+      if not room or left < room then
+        room = left
+      end
+    end
+    return max(0, room or 0)
+  end
+
   function module.sheds(windows, now, cost, random, s, base)
     for k = 1, #windows do
       local w = windows[k]

@@ -161,7 +161,7 @@ function syncedAfterEachDecision(hybrid: HybridStore): Store {
   return {
     supportedAlgorithms: hybrid.supportedAlgorithms,
     async evaluate(request) {
-      const result = hybrid.evaluateSync(request)
+      const result = await hybrid.evaluate(request)
       const report = await hybrid.syncNow()
       if (report.error) throw report.error
       return result

@@ -3,12 +3,15 @@ import type { Redis } from 'ioredis'
 
 /**
  * Where the limiter counts: in this process without Redis; with Redis, on Redis per request, or,
- * with TOLLGATE_STORE=hybrid, in this process with counters synced to Redis about once a second.
+ * with TOLLGATE_STORE=hybrid, in this process with counters synced to Redis about once a second,
+ * or with TOLLGATE_STORE=hybrid-strict, in this process on slices of the limits reserved in Redis.
  */
 export function storeFrom(redis: Redis | undefined, kind = process.env.TOLLGATE_STORE): Store | undefined {
+  const hybrid = kind === 'hybrid' || kind === 'hybrid-strict'
   if (redis === undefined) {
-    if (kind === 'hybrid') throw new Error('TOLLGATE_STORE=hybrid needs REDIS_URL: the hybrid store syncs with Redis')
+    if (hybrid) throw new Error(`TOLLGATE_STORE=${kind} needs REDIS_URL: the hybrid store syncs with Redis`)
     return undefined
   }
-  return kind === 'hybrid' ? new HybridStore({ client: redis }) : new RedisStore({ client: redis })
+  if (!hybrid) return new RedisStore({ client: redis })
+  return new HybridStore({ client: redis, consistency: kind === 'hybrid-strict' ? 'strict' : 'approximate' })
 }

@@ -50,9 +50,32 @@ it('shares the limit between two processes once they have synced', async () => {
   expect(refused.headers.get('retry-after')).toBe('10')
 })
 
+it('in strict mode, two processes never pass the limit between them, with no sync at all', async () => {
+  const prefix = `example-strict-${process.pid}:`
+  const servers = []
+  for (let i = 0; i < 2; i++) {
+    const store = new HybridStore({ client, prefix, clock: () => T0, autoSync: false, consistency: 'strict' })
+    const limiter = createLimiter({ store, rules })
+    const server = createApp({ limiter })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    servers.push({ server, limiter, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  }
+  const statuses = []
+  for (let i = 0; i < 8; i++) statuses.push((await fetch(`${servers[i % 2]?.base}/items`)).status)
+  expect(statuses.filter((status) => status === 200)).toHaveLength(5)
+  for (const { server, limiter } of servers) {
+    await new Promise((resolve) => server.close(resolve))
+    await limiter.close()
+  }
+})
+
 it('picks the store from TOLLGATE_STORE, and says hybrid needs Redis', async () => {
   expect(storeFrom(undefined, undefined)).toBeUndefined()
   expect(() => storeFrom(undefined, 'hybrid')).toThrow('TOLLGATE_STORE=hybrid needs REDIS_URL')
+  expect(() => storeFrom(undefined, 'hybrid-strict')).toThrow('TOLLGATE_STORE=hybrid-strict needs REDIS_URL')
+  const strict = storeFrom(client, 'hybrid-strict')
+  expect(strict?.supportedAlgorithms).toEqual(['fixed-window', 'sliding-window'])
+  await strict?.close()
   const hybrid = storeFrom(client, 'hybrid')
   expect(hybrid).toBeInstanceOf(HybridStore)
   await hybrid?.close()

@@ -34,7 +34,13 @@ export type { AlgorithmName, Rule, RuleOptions, RulesOptions, WarningHandler, Wi
 export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules.js'
 export type { LimiterEvents } from './store-caller.js'
 export type { StoreErrorPolicy } from './store-error-policy.js'
-export type { HybridOutageOptions, HybridStoreOptions, OutagePolicy } from './stores/hybrid-options.js'
+export type {
+  HybridConsistency,
+  HybridLeaseOptions,
+  HybridOutageOptions,
+  HybridStoreOptions,
+  OutagePolicy,
+} from './stores/hybrid-options.js'
 export type { HybridStats, HybridStoreEvents, SyncReport } from './stores/hybrid-store.js'
 export { HybridStore } from './stores/hybrid-store.js'
 export type { MemoryStoreOptions } from './stores/memory-store.js'

@@ -31,7 +31,7 @@ export interface LimiterEvents {
 export class StoreCaller {
   private readonly breaker: CircuitBreaker
   private readonly notice: FailOpenNotice
-  private readonly evaluateSync: ((request: StoreRequest) => StoreResult) | undefined
+  private readonly evaluateSync: ((request: StoreRequest) => StoreResult | undefined) | undefined
   private readonly evaluateInto: Store['evaluateInto']
   private readonly recentError: (() => Error | undefined) | undefined
   private inFlight = 0
@@ -75,7 +75,8 @@ export class StoreCaller {
     // An in-process store answers at once: no timer, no breaker, no promise until the end.
     if (evaluateSync !== undefined) {
       try {
-        return Promise.resolve(this.decideInProcess(plan, evaluateSync))
+        const decision = this.decideInProcess(plan, evaluateSync)
+        if (decision !== undefined) return Promise.resolve(decision)
       } catch (error) {
         return Promise.reject(error)
       }
@@ -186,13 +187,18 @@ export class StoreCaller {
     result.revert().catch((error: unknown) => this.events.emit('store-error', asStoreError(error)))
   }
 
-  private decideInProcess(plan: DecisionPlan, evaluateSync: (request: StoreRequest) => StoreResult): Decision {
-    let result: StoreResult
+  /** The decision of a store that keeps its state in the process; undefined when it needs the shared store. */
+  private decideInProcess(
+    plan: DecisionPlan,
+    evaluateSync: (request: StoreRequest) => StoreResult | undefined,
+  ): Decision | undefined {
+    let result: StoreResult | undefined
     try {
       result = evaluateSync(plan.request)
     } catch (cause) {
       return this.failureDecision(plan, cause, false)
     }
+    if (result === undefined) return undefined
     if (result.outage !== undefined) return this.outageDecision(plan, result, result.outage)
     return this.answerDecision(plan, result, false)
   }

@@ -10,6 +10,8 @@ export class ServerAlignedClock {
   /** Until the first sync: the wall clock. */
   private offset = Date.now() - performance.now()
   private last = 0
+  /** How far the offset may be off: half the round trip it was measured in. */
+  private uncertainty = 0
 
   readonly now = (): number => {
     const now = Math.floor(performance.now() + this.offset)
@@ -25,5 +27,11 @@ export class ServerAlignedClock {
   /** The server said `serverMs` between `sentAt` and `answeredAt` (monotonic): taken as their middle. */
   measured(serverMs: number, sentAt: number, answeredAt: number): void {
     this.offset = serverMs - (sentAt + answeredAt) / 2
+    this.uncertainty = (answeredAt - sentAt) / 2
+  }
+
+  /** Whole ms this clock may be behind or ahead of the server's, its own ms rounding included. */
+  uncertaintyMs(): number {
+    return Math.ceil(this.uncertainty) + 1
   }
 }

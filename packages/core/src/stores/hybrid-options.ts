@@ -26,6 +26,26 @@ export interface HybridOutageOptions {
   afterMs?: number
 }
 
+/** How a HybridStore's counts relate to the limits: see `consistency`. */
+export type HybridConsistency = 'approximate' | 'strict'
+
+export const CONSISTENCIES: readonly HybridConsistency[] = ['approximate', 'strict']
+
+export interface HybridLeaseOptions {
+  /**
+   * A slice holds this many times the units this process admitted on the key in its last sync
+   * interval: more means fewer decisions that wait on Redis, and more units a process holds
+   * that others cannot use until it returns them.
+   * @default 2
+   */
+  headroom?: number
+  /**
+   * The fewest units a slice asks for, however idle the key.
+   * @default 1
+   */
+  min?: number
+}
+
 export interface HybridStoreOptions {
   /**
    * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`. The store
@@ -84,6 +104,23 @@ export interface HybridStoreOptions {
    * @default process.emitWarning
    */
   onWarning?: WarningHandler
+  /**
+   * `'approximate'`: every decision in the process, on counters synced about once a second; a
+   * window may admit above its limit by the stated bound (docs/hybrid.md). `'strict'`: the
+   * process decides on slices of the limits it reserved in Redis (leases), so that no window ever
+   * admits above its limit, whatever the number of processes; a decision whose slices run short
+   * waits for one Redis round trip that decides it as a `RedisStore` would and refills them.
+   * Strict mode runs the fixed and sliding windows.
+   * @default 'approximate'
+   * @example new HybridStore({ client, consistency: 'strict', lease: { headroom: 2, min: 1 } })
+   */
+  consistency?: HybridConsistency
+  /**
+   * Strict mode's slices: `max(min, headroom × the units this process admitted on the key in its
+   * last sync interval)`.
+   * @default { headroom: 2, min: 1 }
+   */
+  lease?: HybridLeaseOptions
 }
 
 const OPTION_KEYS = optionKeys<HybridStoreOptions>({
@@ -97,8 +134,11 @@ const OPTION_KEYS = optionKeys<HybridStoreOptions>({
   extrapolate: true,
   syncTimeoutMs: true,
   onWarning: true,
+  consistency: true,
+  lease: true,
 })
 const OUTAGE_KEYS = optionKeys<HybridOutageOptions>({ policy: true, afterMs: true })
+const LEASE_KEYS = optionKeys<HybridLeaseOptions>({ headroom: true, min: true })
 
 /** The longest delay a Node timer holds (a signed 32-bit number of ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1
@@ -115,6 +155,9 @@ export interface HybridConfig {
   readonly extrapolate: boolean
   readonly syncTimeoutMs: number
   readonly warn: WarningHandler
+  readonly strict: boolean
+  readonly leaseHeadroom: number
+  readonly leaseMin: number
 }
 
 const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
@@ -177,6 +220,27 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
   if (typeof warn !== 'function') {
     throw new TollgateConfigError(`HybridStore option onWarning must be a function, got ${describeValue(warn)}`)
   }
+  const consistency = raw.consistency ?? 'approximate'
+  if (!CONSISTENCIES.includes(consistency as HybridConsistency)) {
+    throw new TollgateConfigError(
+      `HybridStore option consistency must be ${CONSISTENCIES.map((c) => `'${c}'`).join(' or ')}, got ${describeValue(consistency)}`,
+    )
+  }
+  const lease = checkOptionsObject(raw.lease ?? {}, LEASE_KEYS, 'HybridStore option lease', {
+    shape: '{ headroom, min }',
+  })
+  const leaseHeadroom = lease.headroom ?? 2
+  if (typeof leaseHeadroom !== 'number' || !Number.isFinite(leaseHeadroom) || leaseHeadroom < 0) {
+    throw new TollgateConfigError(
+      `HybridStore option lease.headroom must be a finite number ≥ 0, got ${describeValue(leaseHeadroom)}`,
+    )
+  }
+  const leaseMin = lease.min ?? 1
+  if (typeof leaseMin !== 'number' || !Number.isSafeInteger(leaseMin) || leaseMin < 1) {
+    throw new TollgateConfigError(
+      `HybridStore option lease.min must be a positive integer, got ${describeValue(leaseMin)}`,
+    )
+  }
   return {
     client,
     prefix,
@@ -189,6 +253,9 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
     extrapolate,
     syncTimeoutMs,
     warn: warn as WarningHandler,
+    strict: consistency === 'strict',
+    leaseHeadroom,
+    leaseMin,
   }
 }
 

@@ -4,11 +4,13 @@ import { timeFrom } from '../clock.js'
 import { TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName } from '../rules.js'
-import { syncScript } from '../scripts/generated.js'
+import { leaseScript, syncScript } from '../scripts/generated.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { unlinkBySlot } from './cluster-slots.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
+import { type Lease, LeaseBook } from './hybrid-lease-book.js'
+import { LeaseExchange } from './hybrid-leases.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
 import { OutageTable } from './hybrid-outage.js'
 import { beforeDecision, record, unitsOf, usedOf } from './hybrid-segments.js'
@@ -26,8 +28,12 @@ export interface SyncReport {
    * Redis ran the syncs: for fixed windows, the sum over every process equals admitted − limit.
    */
   overAdmitted: number
-  /** Units pushed, refunds subtracted. */
+  /** Units pushed, refunds subtracted (approximate mode). */
   pushedUnits: number
+  /** Strict mode: decisions that waited on Redis since the last sync (0 in approximate mode). */
+  leaseRoundTrips: number
+  /** Strict mode: units this process holds reserved in Redis after this sync (0 in approximate mode). */
+  reservedUnits: number
   durationMs: number
   /** Live processes Redis counted at this sync; undefined when it failed. */
   instances?: number
@@ -49,6 +55,10 @@ export interface HybridStats {
   mode: 'synced' | 'degraded'
   /** Keys dropped by `maxTrackedKeys` with units not yet pushed: those units never reach Redis. */
   evictedUnsynced: number
+  /** Strict mode: decisions that waited on Redis since the store started (0 in approximate mode). */
+  leaseRoundTrips: number
+  /** Strict mode: units this process holds reserved in Redis now (0 in approximate mode). */
+  reservedUnits: number
 }
 
 export interface HybridStoreEvents {
@@ -56,7 +66,13 @@ export interface HybridStoreEvents {
 }
 
 const COUNTER_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra']
+/**
+ * A bucket's tokens reserved at one time and spent later would let it pass its capacity in a
+ * burst, and a sliding log's entries are times: strict mode runs the two windowed counters.
+ */
+const STRICT_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window']
 const COMMAND = `tollgateSync${syncScript.sha1.slice(0, 12)}`
+const LEASE_COMMAND = `tollgateLease${leaseScript.sha1.slice(0, 12)}`
 /** Expired keys the sync looks at per run to drop them, beside pushing: the sweep goes round in slices. */
 const SWEEP_PER_SYNC = 10_000
 
@@ -70,10 +86,25 @@ const SWEEP_PER_SYNC = 10_000
  * R·T·(N−1)/N above its limit under steady overload, never more than R·(2T + RTT)·(N−1)/N; one
  * process is exact. Each sync reports the units it pushed above a limit (`overAdmitted`).
  * The sliding log cannot be summed: `createLimiter` refuses it on this store.
+ *
+ * With `consistency: 'strict'`, the process decides on slices of the limits it reserved in Redis
+ * (leases) and never admits above a limit; a decision its slices do not cover waits for one
+ * round trip (`hybrid-lease-book.ts` says why that is exact).
  */
 export class HybridStore extends EventEmitter<HybridStoreEvents> implements Store {
-  readonly supportedAlgorithms = COUNTER_ALGORITHMS
+  readonly supportedAlgorithms: readonly AlgorithmName[]
+  /**
+   * In approximate mode, always an answer; in strict mode, undefined for a consume that its
+   * slices do not cover, which `evaluate` decides in Redis.
+   */
+  readonly evaluateSync: (request: StoreRequest) => StoreResult | undefined
   private readonly config: HybridConfig
+  /** Strict mode's slices, and its exchanges with Redis. */
+  private readonly book: LeaseBook | undefined
+  private readonly exchange: LeaseExchange | undefined
+  private roundTripsReported = 0
+  /** When Redis last answered a sync or a round trip: the outage is measured from it. */
+  private lastContactAt = 0
   private readonly keys: KeyBuilder
   private readonly cluster: boolean
   private readonly runSync: SyncCommand
@@ -107,6 +138,24 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const commands = client as unknown as Record<string, SyncCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: syncScript.lua })
     this.runSync = (commands[COMMAND] as SyncCommand).bind(client)
+    this.supportedAlgorithms = this.config.strict ? STRICT_ALGORITHMS : COUNTER_ALGORITHMS
+    this.evaluateSync = this.config.strict ? (request) => this.decideStrict(request) : (request) => this.decide(request)
+    if (this.config.strict) {
+      if (typeof commands[LEASE_COMMAND] !== 'function') client.defineCommand(LEASE_COMMAND, { lua: leaseScript.lua })
+      const { leaseHeadroom: headroom, leaseMin: min, syncIntervalMs } = this.config
+      this.book = new LeaseBook(this.keys, this.config.maxTrackedKeys, { headroom, min, syncIntervalMs })
+      this.exchange = new LeaseExchange({
+        book: this.book,
+        run: (commands[LEASE_COMMAND] as SyncCommand).bind(client),
+        cluster: this.cluster,
+        timeOf: (now) => (this.config.clock ? String(now) : '-'),
+        instances: () => this.instances,
+        answered: (serverMs, sentAt) => {
+          this.errors?.answered()
+          this.aligned?.measured(serverMs, sentAt, performance.now())
+        },
+      })
+    }
     if (clock) {
       this.now = () => timeFrom(clock, 'HybridStore')
     } else {
@@ -128,13 +177,15 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   evaluate(request: StoreRequest): Promise<StoreResult> {
     try {
-      return Promise.resolve(this.evaluateSync(request))
+      const result = this.evaluateSync(request)
+      return result !== undefined ? Promise.resolve(result) : this.roundTrip(request)
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
-  evaluateSync(request: StoreRequest): StoreResult {
+  /** Approximate mode's decision: in the process, on the last synced totals. */
+  private decide(request: StoreRequest): StoreResult {
     const now = this.now()
     const { operation, targets, cost } = request
     const degraded = now - this.lastSyncOrStart() > this.config.outageAfterMs
@@ -149,19 +200,12 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     }
     let result: StoreResult
     if (degraded && operation !== 'refund') {
-      const { outagePolicy } = this.config
-      const error = this.outageError(now)
-      if (outagePolicy === 'allow' || outagePolicy === 'deny') {
-        return { allowed: outagePolicy === 'allow', nowMs: now, windows: [], outage: { policy: outagePolicy, error } }
-      }
-      this.outage ??= new OutageTable(outagePolicy === 'local-share' ? this.instances : 1)
-      result = this.outage.evaluate(
+      result = this.outageResult(
         tracked.map((slot) => slots.key(slot)),
         request,
         now,
       )
-      result.outage = { policy: 'local', error }
-      if (operation === 'consume' && result.allowed && cost > 0) {
+      if (result.outage?.policy === 'local' && operation === 'consume' && result.allowed && cost > 0) {
         for (const slot of tracked) {
           const { model, windows } = slots.shape(slot)
           const charged = model.charge(slots.stateOf(slot, now), windows, now, cost)
@@ -183,12 +227,72 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     return result
   }
 
-  /** Forgets these targets here and in Redis; units not yet pushed for them are dropped too. */
+  /**
+   * Strict mode's decision in the process: on its slices, or refused while Redis had nothing left
+   * for it; undefined when it needs a round trip. While no sync reaches Redis, what the slices do
+   * not cover follows the outage policy.
+   */
+  private decideStrict(request: StoreRequest): StoreResult | undefined {
+    const now = this.now()
+    const book = this.book as LeaseBook
+    const leases = request.targets.map((target) => book.leaseOf(target))
+    const result = book.decide(request, leases, now, this.marginMs())
+    if (result !== undefined) return result
+    if (now - this.lastSyncOrStart() <= this.config.outageAfterMs) return undefined
+    this.noticeDegraded(now)
+    return this.outageResult(
+      leases.map((lease) => lease.key),
+      request,
+      now,
+    )
+  }
+
+  /** A decision its slices did not cover, made in Redis. */
+  private async roundTrip(request: StoreRequest): Promise<StoreResult> {
+    const now = this.now()
+    const book = this.book as LeaseBook
+    const leases: Lease[] = request.targets.map((target) => book.leaseOf(target))
+    try {
+      const result = await (this.exchange as LeaseExchange).decide(request, leases, now)
+      this.lastContactAt = this.safeNow()
+      return result
+    } catch (error) {
+      if (error instanceof TollgateError && error.code === 'TG_STORE') throw error
+      throw this.failure(
+        `the lease round trip failed: ${error instanceof Error ? error.message : String(error)}`,
+        error,
+      )
+    }
+  }
+
+  /** The outage policy's answer for a decision made without Redis. */
+  private outageResult(keys: readonly string[], request: StoreRequest, now: number): StoreResult {
+    const { outagePolicy } = this.config
+    const error = this.outageError(now)
+    if (outagePolicy === 'allow' || outagePolicy === 'deny') {
+      return { allowed: outagePolicy === 'allow', nowMs: now, windows: [], outage: { policy: outagePolicy, error } }
+    }
+    this.outage ??= new OutageTable(outagePolicy === 'local-share' ? this.instances : 1)
+    const result = this.outage.evaluate(keys, request, now)
+    result.outage = { policy: 'local', error }
+    return result
+  }
+
+  /** How early a slice stops: the default clock may differ from Redis's by this much. */
+  private marginMs(): number {
+    return this.aligned ? this.aligned.uncertaintyMs() : 0
+  }
+
+  /**
+   * Forgets these targets here and in Redis; units not yet pushed for them are dropped too, and
+   * in strict mode the slices reserved on them, which Redis forgets.
+   */
   async reset(targets: readonly StoreTarget[]): Promise<void> {
     if (targets.length === 0) return
     const keys: string[] = []
     for (const target of targets) {
       const key = this.keyOf(target)
+      this.book?.forget(target)
       const slot = this.slots.find(target.rule, target.identifier)
       if (slot >= 0) this.slots.remove(slot)
       keys.push(key, `${key}:prev`)
@@ -219,34 +323,41 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   stats(): HybridStats {
     const now = this.safeNow()
     const { slots } = this
-    let dirtyKeys = slots.pendingKeys
+    let dirtyKeys = slots.pendingKeys + (this.book?.givingKeys() ?? 0)
     for (const slot of slots.sending.keys()) if (!slots.hasPending(slot)) dirtyKeys++
     const since = this.lastSyncOrStart()
     return {
-      trackedKeys: slots.size,
+      trackedKeys: slots.size + (this.book?.size ?? 0),
       dirtyKeys,
       lastSyncAtMs: this.lastGoodSyncAt,
       stalenessMs: Math.max(0, now - since),
       instances: this.instances,
       mode: now - since > this.config.outageAfterMs ? 'degraded' : 'synced',
       evictedUnsynced: this.evictedUnsynced,
+      leaseRoundTrips: this.exchange?.roundTrips ?? 0,
+      reservedUnits: this.book?.reservedUnits() ?? 0,
     }
   }
 
-  /** Stops the timer and pushes what is left (waiting at most `syncTimeoutMs`); the client stays open. */
+  /**
+   * Stops the timer and pushes what is left (waiting at most `syncTimeoutMs`), in strict mode
+   * every slice given back; the client stays open.
+   */
   async close(): Promise<void> {
     if (this.closed) return
     // Set first: a timer's sync that ends while this one waits must not schedule another.
     this.closed = true
     if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
-    if (this.slots.pendingKeys > 0) await this.syncNow()
+    this.book?.giveAllBack()
+    if (this.slots.pendingKeys > 0 || (this.book?.listed.size ?? 0) > 0) await this.syncNow()
     else await this.syncing
     this.errors?.release()
   }
 
   private lastSyncOrStart(): number {
-    return this.lastGoodSyncAt > 0 ? this.lastGoodSyncAt : this.startedAt
+    const contact = Math.max(this.lastGoodSyncAt, this.lastContactAt)
+    return contact > 0 ? contact : this.startedAt
   }
 
   /** The target's slot, listed for the next sync, the others' assumed units charged to its state. */
@@ -296,33 +407,52 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   private async sync(): Promise<SyncReport> {
     const started = performance.now()
-    const report: SyncReport = { keys: 0, overAdmitted: 0, pushedUnits: 0, durationMs: 0 }
+    const report: SyncReport = {
+      keys: 0,
+      overAdmitted: 0,
+      pushedUnits: 0,
+      durationMs: 0,
+      leaseRoundTrips: 0,
+      reservedUnits: 0,
+    }
     let time = '-'
+    let now: number
     try {
-      if (this.config.clock) time = String(this.now())
+      now = this.now()
+      if (this.config.clock) time = String(now)
     } catch (error) {
       report.error = error as TollgateError
       return this.reported(report, started)
     }
-    const batch = this.takeListed()
-    report.keys = batch.length
+    const { book } = this
+    const leases: Lease[] = book ? [...book.listed] : []
+    book?.listed.clear()
+    const batch = book ? [] : this.takeListed()
+    report.keys = batch.length + leases.length
     for (const slot of batch) report.pushedUnits += unitsOf(this.slots.sending.get(slot))
     // Each key's name in Redis, built once per sync: it groups the keys by Cluster slot and goes in the script's KEYS.
-    const names = batch.map((slot) => this.slots.key(slot))
+    const names = book ? leases.map((lease) => lease.key) : batch.map((slot) => this.slots.key(slot))
     const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${3 * this.config.syncIntervalMs}`]
     // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
     // with nothing to sync, it goes alone.
-    const calls: Array<{ slots: number[]; names: string[]; heartbeat: boolean }> = chunksOf(names, this.cluster).map(
+    const calls: Array<{ indices: number[]; names: string[]; heartbeat: boolean }> = chunksOf(names, this.cluster).map(
       (indices, i) => ({
-        slots: indices.map((at) => batch[at] as number),
+        indices,
         names: indices.map((at) => names[at] as string),
         heartbeat: i === 0 && !this.cluster,
       }),
     )
-    if (this.cluster || calls.length === 0) calls.unshift({ slots: [], names: [], heartbeat: true })
-    const outcomes = calls.map((call) =>
-      this.sendChunk(call.slots, call.names, time, call.heartbeat ? heartbeat : undefined),
-    )
+    if (this.cluster || calls.length === 0) calls.unshift({ indices: [], names: [], heartbeat: true })
+    const margin = this.marginMs()
+    const outcomes = calls.map((call) => {
+      const beat = call.heartbeat ? heartbeat : undefined
+      if (this.exchange) {
+        const chunk = call.indices.map((at) => leases[at] as Lease)
+        return this.exchange.syncChunk(chunk, call.names, now, margin, beat, this.closed)
+      }
+      const chunk = call.indices.map((at) => batch[at] as number)
+      return this.sendChunk(chunk, call.names, time, beat)
+    })
     const timedOut = Symbol('timed out')
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<typeof timedOut>((resolve) => {
@@ -341,7 +471,10 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         continue
       }
       report.overAdmitted += outcome.overAdmitted
-      if (outcome.instances !== undefined) report.instances = outcome.instances
+      if (outcome.instances !== undefined) {
+        report.instances = outcome.instances
+        this.instances = Math.max(1, outcome.instances)
+      }
       if (outcome.keyError) report.error ??= outcome.keyError
     }
     if (!settled.some((outcome) => outcome instanceof Error)) this.synced(report)
@@ -403,7 +536,6 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       overAdmitted += value.overAdmitted
       this.applySynced(slot, value.before, value.after, syncedAt)
     })
-    if (answer.instances !== undefined) this.instances = Math.max(1, answer.instances)
     return keyError
       ? { overAdmitted, instances: answer.instances, keyError }
       : { overAdmitted, instances: answer.instances }
@@ -476,6 +608,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       )
     }
     this.sweep()
+    this.book?.sweep(this.safeNow())
     if (report.instances === undefined) report.instances = this.instances
   }
 
@@ -508,6 +641,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   private reported(report: SyncReport, started: number): SyncReport {
     report.durationMs = performance.now() - started
+    if (this.exchange && this.book) {
+      report.leaseRoundTrips = this.exchange.roundTrips - this.roundTripsReported
+      this.roundTripsReported = this.exchange.roundTrips
+      report.reservedUnits = this.book.reservedUnits()
+    }
     this.emit('sync', report)
     return report
   }

@@ -1,7 +1,7 @@
 import { describeValue, TollgateError } from '../errors.js'
-import type { Window } from '../rules.js'
+import type { AlgorithmName, Window } from '../rules.js'
 import { groupBySlot } from './cluster-slots.js'
-import type { KeySlots, Shape } from './hybrid-slots.js'
+import type { KeySlots } from './hybrid-slots.js'
 import { SCRIPT_ALGORITHM } from './redis-wire.js'
 
 /**
@@ -30,15 +30,21 @@ export interface ChunkAnswer {
   values: Array<SyncedValue | TollgateError>
 }
 
-/** A rule's windows always encode to the same text: each shape is encoded once. */
-const ruleTexts = new WeakMap<Shape, string>()
+/** A rule's windows always encode to the same text: each is encoded once. */
+const ruleTexts = new WeakMap<readonly Window[], Map<AlgorithmName, string>>()
 
-function ruleText(shape: Shape): string {
-  let text = ruleTexts.get(shape)
+/** A rule's text in the sync and lease scripts' entries: 'code limit period limit period …'. */
+export function ruleTextOf(algorithm: AlgorithmName, windows: readonly Window[]): string {
+  let texts = ruleTexts.get(windows)
+  if (texts === undefined) {
+    texts = new Map()
+    ruleTexts.set(windows, texts)
+  }
+  let text = texts.get(algorithm)
   if (text === undefined) {
-    text = SCRIPT_ALGORITHM[shape.algorithm]
-    for (const window of shape.windows as readonly Window[]) text += ` ${window.limit} ${window.periodMs}`
-    ruleTexts.set(shape, text)
+    text = SCRIPT_ALGORITHM[algorithm]
+    for (const window of windows) text += ` ${window.limit} ${window.periodMs}`
+    texts.set(algorithm, text)
   }
   return text
 }
@@ -72,7 +78,8 @@ export function chunkArguments(
   const args: string[] = [time, heartbeat ? heartbeat[1] : '']
   for (const slot of chunk) {
     const segments = slots.sending.get(slot)
-    args.push(`${ruleText(slots.shape(slot))}|${segments === undefined ? '' : segments.join(' ')}`)
+    const shape = slots.shape(slot)
+    args.push(`${ruleTextOf(shape.algorithm, shape.windows)}|${segments === undefined ? '' : segments.join(' ')}`)
   }
   return { keyCount: keys.length, keysAndArgs: [...keys, ...args] }
 }

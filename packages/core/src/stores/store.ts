@@ -91,8 +91,10 @@ export interface Store {
    * The same answer at once, for stores that keep their state in the process. When a store has
    * it, the limiter calls it instead of `evaluate`, with no timeout and no circuit breaker:
    * nothing in-process can stop answering, and the decision costs no timer and no promise hop.
+   * `undefined`: this decision needs the shared store (a strict HybridStore whose slices do not
+   * cover it); the limiter then asks `evaluateInto` or `evaluate`, with the timeout and breaker.
    */
-  evaluateSync?(request: StoreRequest): StoreResult
+  evaluateSync?(request: StoreRequest): StoreResult | undefined
   /**
    * The same answer as `evaluate`, delivered to `receiver` exactly once instead of through a
    * promise. When a store has it, the limiter calls it instead of `evaluate`: a store answering

@@ -1,0 +1,133 @@
+-- Strict mode of processes deciding in their own memory (HybridStore, consistency 'strict'):
+-- each holds slices of the limits, units charged here in advance that only it may admit, so
+-- that no window ever counts fewer units than the fleet admitted in it. This script gives unused
+-- units back, reserves new ones, and decides a request whose slices ran short, as decide.lua
+-- would, atomically. Keys are written as decide.lua writes them: a RedisStore on the same keys
+-- counts every reserved unit as used.
+--
+-- KEYS     [the instances key, when ARGV[3] is not ''], then one state key per entry; a
+--          fixed-window entry's side key is its key with ':prev' appended (sync.lua)
+-- ARGV     [1] now: ms, or '-' for the server's TIME
+--          [2] a decision's cost, or '-' for none
+--          [3] 'instance ttl_ms', the heartbeat (sync.lua), or ''
+--          then one entry per key: 'code limit period limit period …|want|at units …': the
+--          units to reserve beyond the decision's cost, then the units given back, each
+--          negative and stamped with the time they were reserved at, so that they leave the
+--          window they were charged to
+-- Per entry, the units given back come off first. Then, with a decision: every entry is checked
+-- for `cost` (consume); if all fit, each is charged its cost and the `want` units every one of
+-- its windows still has room for; if any does not, nothing is charged, and nothing reserved.
+-- Without a decision: each entry reserves what fits of `want`.
+-- Reply    server time in ms, live instances (-1 without a heartbeat), allowed (1 or 0; -1
+--          without a decision), then per entry: the units reserved, the key's value after ('' for
+--          none), and with a decision each window's remaining, reset_at and fits_at as decide.lua
+--          answers them for a charge of cost plus the units reserved. An entry whose key Redis
+--          cannot read (another type) answers 0 and '!' and what Redis said, without a decision;
+--          with one, it fails the call.
+
+--#include lib/numbers.lua
+--#include lib/counter_state.lua
+--#include lib/fixed_window.lua
+--#include lib/sliding_window.lua
+--#include lib/sync_call.lua
+
+local KEYS, ARGV = KEYS, ARGV
+local server_now, now = call_time(ARGV[1])
+local decides = ARGV[2] ~= '-'
+local cost = decides and tonumber(ARGV[2]) or 0
+
+local reply, key = { server_now, -1, -1 }, 1
+if ARGV[3] ~= '' then
+  reply[2] = heartbeat(KEYS[1], ARGV[3], now)
+  key = 2
+end
+
+local scratch, segments = {}, {}
+
+-- The units in `segments` given back to the key `name`, as sync.lua adds a process's units.
+local function give_back(name, rule)
+  local module, raw = rule.module, call('GET', name)
+  if rule.code == 'fw' then
+    module.sync(name, raw, name .. ':prev', rule.windows, now, segments, scratch)
+  else
+    module.sync(name, raw, rule.windows, now, segments, scratch)
+  end
+end
+
+local rule_of = sync_rules({ fw = fixed_window_module, sw = sliding_window_module })
+local entries = {}
+for arg = 4, #ARGV do
+  local text, want, given = string.match(ARGV[arg], '^([^|]*)|(%d+)|(.*)$')
+  local rule = rule_of(text)
+  entries[#entries + 1] = { rule = rule, want = tonumber(want), name = KEYS[key] }
+  key = key + 1
+  local count = 0
+  for number in string.gmatch(given, '%S+') do
+    count = count + 1
+    segments[count] = tonumber(number)
+  end
+  for j = count + 1, #segments do
+    segments[j] = nil
+  end
+  if count > 0 then
+    local entry = entries[#entries]
+    local ok, failure = pcall(give_back, entry.name, rule)
+    if not ok then
+      if decides then
+        error(failure)
+      end
+      entry.failure = type(failure) == 'table' and failure.err or tostring(failure)
+    end
+  end
+end
+
+-- Reads, and with a decision checks, every entry: state from state[base + 1] on.
+local state, allowed, base = {}, true, 0
+for i = 1, #entries do
+  local entry = entries[i]
+  local rule = entry.rule
+  entry.base = base
+  if entry.failure then
+    -- Answered as it is below; its cells are not read.
+  elseif decides then
+    if not rule.module.check(entry.name, rule.windows, now, cost, 'consume', state, base) then
+      allowed = false
+    end
+  else
+    local ok, failure = pcall(rule.module.check, entry.name, rule.windows, now, 0, 'consume', state, base)
+    if not ok then
+      entry.failure = type(failure) == 'table' and failure.err or tostring(failure)
+    end
+  end
+  base = base + rule.module.width(#rule.windows)
+end
+if decides then
+  reply[3] = allowed and 1 or 0
+end
+
+local n = 3
+for i = 1, #entries do
+  local entry = entries[i]
+  local rule, at = entry.rule, entry.base
+  local module, windows = rule.module, rule.windows
+  if entry.failure then
+    reply[n + 1], reply[n + 2] = 0, '!' .. entry.failure
+    n = n + 2
+  else
+    local reserved = 0
+    if allowed then
+      reserved = min(entry.want, module.room(windows, now, cost, state, at))
+    end
+    local charge = cost + reserved
+    local writes = allowed and charge > 0
+    local slot = n
+    n = n + 2
+    if decides then
+      n = module.finish(entry.name, windows, now, charge, 'consume', writes, state, at, reply, n, false)
+    else
+      module.finish(entry.name, windows, now, charge, 'consume', writes, state, at, scratch, 0, false)
+    end
+    reply[slot + 1], reply[slot + 2] = reserved, call('GET', entry.name) or ''
+  end
+end
+return reply
