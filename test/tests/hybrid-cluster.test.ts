@@ -76,4 +76,34 @@ describe('HybridStore on a Redis Cluster', () => {
     expect(held).toBe(users.length + 2)
     await Promise.all([...limiters, redis].map((l) => l.close()))
   }, 60_000)
+
+  it('strict mode: decisions over two slots never pass a limit, a refusal charges no slot, and close gives every slice back', async () => {
+    const clock = new ManualClock(T0)
+    const strictRules = {
+      r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1m' }] },
+    } satisfies RulesOptions
+    const stores = [0, 1].map(
+      () => new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'hs:', consistency: 'strict' }),
+    )
+    const limiters: Limiter[] = stores.map((store) => createLimiter({ store, rules: strictRules, onWarning: () => {} }))
+    // The address is shared; each user is new: their keys lie in other slots than the address's.
+    let admitted = 0
+    for (let i = 0; i < 30; i++) {
+      const decision = await (limiters[i % 2] as Limiter).consume('r', ['ip:10.0.0.9', `user:${i}`])
+      if (decision.allowed) admitted++
+    }
+    expect(admitted).toBe(10)
+    await Promise.all(limiters.map((limiter) => limiter.close()))
+    const redis = createLimiter({
+      store: new RedisStore({ client, clock: clock.now, prefix: 'hs:' }),
+      rules: strictRules,
+    })
+    expect((await redis.peek('r', 'ip:10.0.0.9')).windows[0]?.remaining).toBe(0)
+    // Users refused by the address were charged nothing, those admitted one each.
+    const remaining = []
+    for (let i = 0; i < 30; i++) remaining.push((await redis.peek('r', `user:${i}`)).windows[0]?.remaining)
+    expect(remaining.filter((units) => units === 9)).toHaveLength(10)
+    expect(remaining.filter((units) => units === 10)).toHaveLength(20)
+    await redis.close()
+  }, 60_000)
 })
