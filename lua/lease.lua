@@ -46,12 +46,7 @@ local scratch, segments = {}, {}
 
 -- The units in `segments` given back to the key `name`, as sync.lua adds a process's units.
 local function give_back(name, rule)
-  local module, raw = rule.module, call('GET', name)
-  if rule.code == 'fw' then
-    module.sync(name, raw, name .. ':prev', rule.windows, now, segments, scratch)
-  else
-    module.sync(name, raw, rule.windows, now, segments, scratch)
-  end
+  add_to_key(rule, name, call('GET', name), now, segments, scratch)
 end
 
 local rule_of = sync_rules({ fw = fixed_window_module, sw = sliding_window_module })
@@ -61,15 +56,7 @@ for arg = 4, #ARGV do
   local rule = rule_of(text)
   entries[#entries + 1] = { rule = rule, want = tonumber(want), name = KEYS[key] }
   key = key + 1
-  local count = 0
-  for number in string.gmatch(given, '%S+') do
-    count = count + 1
-    segments[count] = tonumber(number)
-  end
-  for j = count + 1, #segments do
-    segments[j] = nil
-  end
-  if count > 0 then
+  if read_segments(given, segments) > 0 then
     local entry = entries[#entries]
     local ok, failure = pcall(give_back, entry.name, rule)
     if not ok then

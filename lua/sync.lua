@@ -37,24 +37,14 @@ local s, segments = {}, {}
 for arg = 3, #ARGV do
   local text, pushed = string.match(ARGV[arg], '^([^|]*)|(.*)$')
   local rule = rule_of(text)
-  local code, module, windows = rule.code, rule.module, rule.windows
-  local count = 0
-  for number in string.gmatch(pushed, '%S+') do
-    count = count + 1
-    segments[count] = tonumber(number)
-  end
-  for j = count + 1, #segments do
-    segments[j] = nil
-  end
+  read_segments(pushed, segments)
   local name = KEYS[key]
   local before, after, over = redis.pcall('GET', name), nil, 0
   if type(before) == 'table' then
     -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
     before, after = '!' .. tostring(before.err), ''
-  elseif code == 'fw' then
-    over, after = module.sync(name, before, name .. ':prev', windows, now, segments, s)
   else
-    over, after = module.sync(name, before, windows, now, segments, s)
+    over, after = add_to_key(rule, name, before, now, segments, s)
   end
   before = before or ''
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = before, after, over

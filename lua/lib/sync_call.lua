@@ -50,3 +50,26 @@ local function sync_rules(modules)
     return rule
   end
 end
+
+-- An entry's segments 'at units at units …' read into `segments`, whose old cells beyond are
+-- cleared; returns how many numbers it holds.
+local function read_segments(text, segments)
+  local count = 0
+  for number in string.gmatch(text, '%S+') do
+    count = count + 1
+    segments[count] = tonumber(number)
+  end
+  for j = count + 1, #segments do
+    segments[j] = nil
+  end
+  return count
+end
+
+-- The segments added to the key `name`, whose value is `raw`, by its rule's module; a fixed
+-- window's side key is its key with ':prev' appended. Returns the module's sync answer.
+local function add_to_key(rule, name, raw, now, segments, s)
+  if rule.code == 'fw' then
+    return rule.module.sync(name, raw, name .. ':prev', rule.windows, now, segments, s)
+  end
+  return rule.module.sync(name, raw, rule.windows, now, segments, s)
+end
