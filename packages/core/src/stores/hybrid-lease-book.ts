@@ -36,6 +36,8 @@ export interface Lease {
   admitted: number
   /** Units admitted per sync interval, as measured at the last sync. */
   perInterval: number
+  /** The largest cost asked of the key: a slice smaller than one request never covers it. */
+  largestCost: number
   /** When the last sync or round trip saw the key. */
   syncedAt: number
   /** Until then a decision its slice does not cover is refused here: Redis had no unreserved unit left. */
@@ -192,12 +194,13 @@ export class LeaseBook {
 
   /**
    * Units a slice asks for: `max(min, headroom × units admitted per sync interval)`, counting
-   * `extra` units about to be admitted; 0 for a key gone idle.
+   * `extra` units about to be admitted, and at least the largest cost asked of the key; 0 for a
+   * key gone idle.
    */
   sliceSize(lease: Lease, extra = 0): number {
     const { headroom, min } = this.sizing
     const wanted = headroom * Math.max(lease.perInterval, lease.admitted + extra)
-    return wanted < IDLE ? 0 : Math.max(min, Math.ceil(wanted))
+    return wanted < IDLE ? 0 : Math.max(min, lease.largestCost, Math.ceil(wanted))
   }
 
   /**
@@ -233,6 +236,7 @@ export class LeaseBook {
     let covered = true
     let exhausted = false
     for (const lease of leases) {
+      if (cost > lease.largestCost && operation === 'consume') lease.largestCost = cost
       if (lease.slice < cost) {
         covered = false
         if (lease.exhaustedUntil > now) exhausted = true
@@ -311,6 +315,7 @@ export class LeaseBook {
       given: [],
       admitted: 0,
       perInterval: 0,
+      largestCost: 0,
       syncedAt: 0,
       exhaustedUntil: 0,
       inFlight: 0,
