@@ -1,4 +1,3 @@
-import { once } from 'node:events'
 import { createLimiter, type Limiter, RedisStore, type RulesOptions } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -56,7 +55,8 @@ describe('a Redis that dies and comes back, under the default policy', () => {
     expect(warned).toHaveLength(1)
     expect(warned[0]).toMatch(/^TG_STORE_FAILING_OPEN: decisions are failing open: /)
 
-    const ready = once(client, 'ready')
+    // Not events.once: it rejects on the 'error' each refused reconnection emits meanwhile.
+    const ready = new Promise((resolve) => client.once('ready', resolve))
     const restarted = await spawnRedisServer({ port: server.port })
     started.push(() => restarted.stop())
     await ready
