@@ -22,6 +22,14 @@ export interface BenchConfig {
   bytes: { runs: ReadonlyArray<{ hits: number; identifiers: number }> }
   exactness: { processes: number; perProcess: number; limit: number }
   redisBenchmark: { requests: number; pipeline: number; clients: number }
+  /** Processes following live rules, publishes timed with nudges and with polling alone, seconds of decisions counted. */
+  liveRules: {
+    processes: number
+    pollIntervalMs: number
+    nudgePublishes: number
+    pollPublishes: number
+    commandSeconds: number
+  }
 }
 
 export function configOf(quick: boolean): BenchConfig {
@@ -51,6 +59,13 @@ export function configOf(quick: boolean): BenchConfig {
     },
     exactness: { processes: 4, perProcess: 1_000, limit: 1_000 },
     redisBenchmark: { requests: quick ? 50_000 : 200_000, pipeline: 16, clients: 50 },
+    liveRules: {
+      processes: 4,
+      pollIntervalMs: 1_000,
+      nudgePublishes: quick ? 25 : 100,
+      pollPublishes: quick ? 8 : 30,
+      commandSeconds: quick ? 2.5 : 5,
+    },
   }
 }
 

@@ -21,3 +21,10 @@ export function rotate<T>(items: readonly T[], by: number): T[] {
   const shift = by % items.length
   return [...items.slice(shift), ...items.slice(0, shift)]
 }
+
+/** The value at quantile `q` (0 to 1) of `values`, by the nearest rank below, as the latency measure takes it. */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number
+}

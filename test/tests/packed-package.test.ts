@@ -15,6 +15,7 @@ const PUBLIC_EXPORTS = [
   'ALGORITHMS',
   'HEADERS_FORMATS',
   'HybridStore',
+  'LiveRules',
   'MAX_CHAIN_LENGTH',
   'MAX_IDENTIFIERS',
   'MAX_WINDOWS_PER_RULE',

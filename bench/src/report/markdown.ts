@@ -4,7 +4,7 @@ import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
 import type { DecisionScenario } from '../measures/decisions.js'
 import type { BenchResults } from '../results.js'
-import { median } from '../stats.js'
+import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
 import { decimal, integer, ratio, spread, table } from './format.js'
 import { contenderOf, fastestIncumbent, sameScenario } from './lookup.js'
@@ -266,6 +266,42 @@ function exactnessSection(results: BenchResults): string {
   ].join('\n\n')
 }
 
+function liveRulesSection(results: BenchResults): string {
+  if (results.liveRules.length === 0) return ''
+  const parts = ['## 7. Live rules']
+  const propagation = results.liveRules.filter((cell) => cell.kind === 'propagation')
+  if (propagation.length > 0) {
+    const first = propagation[0] as (typeof propagation)[number]
+    parts.push(
+      `${first.processes} child processes, each with its own ioredis client, LiveRules (\`pollIntervalMs: ${integer(first.pollIntervalMs)}\`) and limiter, follow one prefix; the bench publishes a limit change, waits until every process has applied it, and times each from the \`publish()\` call to the process's \`rules\` event (the wall clock, read in each process). From the call, a nudged process applies a change after three round trips and a Pub/Sub delivery: the publisher's read of the epoch, its publish script, the nudge, and the process's read of what changed. With nudges, a process hears the publish on Pub/Sub; with nudges off it finds it at its next poll, and publishes are spread at random over the poll interval.`,
+      table(
+        ['', 'publishes', 'samples', 'p50 ms', 'p99 ms', 'max ms', 'PING round trip ms'],
+        propagation.map((cell) => [
+          cell.mode === 'nudge' ? 'nudge' : 'polling only',
+          integer(cell.publishes),
+          integer(cell.propagationMs.length),
+          decimal(quantile(cell.propagationMs, 0.5)),
+          decimal(quantile(cell.propagationMs, 0.99)),
+          decimal(Math.max(...cell.propagationMs)),
+          decimal(cell.roundTripMs ?? Number.NaN, 3),
+        ]),
+        ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ),
+    )
+  }
+  for (const cell of results.liveRules) {
+    if (cell.kind !== 'decision-commands') continue
+    const total = Object.values(cell.byCommand).reduce((sum, calls) => sum + calls, 0)
+    const listed = Object.entries(cell.byCommand)
+      .map(([name, calls]) => `${name} ${integer(calls)}`)
+      .join(', ')
+    parts.push(
+      `Redis commands while a limiter on live rules and a MemoryStore decided ${integer(cell.decisions)} times in ${decimal(cell.seconds, 1)} s (256 callers; INFO commandstats delta): ${integer(total)}${listed ? ` (${listed})` : ''}, ${decimal(total / cell.decisions, 6)} per decision. Decisions send none; what there is, is the poll's GET of the epoch, once per ${integer(cell.pollIntervalMs)} ms.`,
+    )
+  }
+  return parts.join('\n\n')
+}
+
 export function markdownOf(results: BenchResults, charts: readonly string[]): string {
   const sections = [
     `# Benchmarks: Tollgate and the incumbents, side by side in one run`,
@@ -277,6 +313,7 @@ export function markdownOf(results: BenchResults, charts: readonly string[]): st
     bytesSection(results),
     exactnessSection(results),
     latencySection(results),
+    liveRulesSection(results),
     charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
   ]
   return `${sections.filter((s) => s !== '').join('\n\n')}\n`

@@ -1,7 +1,7 @@
 import { labelOf } from '../contenders/contender.js'
 import type { LatencyCell } from '../measures/latency.js'
 import type { BenchResults } from '../results.js'
-import { median } from '../stats.js'
+import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, type KeySpread } from '../workload.js'
 import { decimal, integer, ratio } from './format.js'
 import { algorithmOf, contenderOf, fastestIncumbent, sameScenario, tollgateIds } from './lookup.js'
@@ -200,6 +200,35 @@ function exactnessTargets(results: BenchResults): TargetRow[] {
   ]
 }
 
+function liveRulesTargets(results: BenchResults): TargetRow[] {
+  const rows: TargetRow[] = []
+  for (const cell of results.liveRules) {
+    if (cell.kind === 'propagation' && cell.mode === 'poll') {
+      const required = cell.pollIntervalMs + 100
+      const p99 = quantile(cell.propagationMs, 0.99)
+      rows.push({
+        target: `live rules with nudges lost: a publish reaches each of ${cell.processes} processes by polling within ${integer(cell.pollIntervalMs)} + 100 ms (p99)`,
+        measured: `p99 ${decimal(p99)} ms`,
+        ratio: required / p99,
+        met: p99 <= required,
+      })
+    }
+    if (cell.kind === 'decision-commands') {
+      // Allowed: the poll's GET, once per interval (and one more for a poll under way at the end).
+      const polls = Math.ceil((cell.seconds * 1000) / cell.pollIntervalMs) + 1
+      const others = Object.entries(cell.byCommand).filter(([name]) => name !== 'get')
+      const gets = cell.byCommand.get ?? 0
+      rows.push({
+        target: "live rules: no Redis command on a decision's path (only the poll's GET, once per interval)",
+        measured: `${integer(cell.decisions)} decisions: ${others.length === 0 ? 'no command but' : others.map(([n, c]) => `${n} ${c}`).join(', ')} ${integer(gets)} GET in ${decimal(cell.seconds, 1)} s`,
+        ratio: others.length === 0 && gets <= polls ? 1 : 0,
+        met: others.length === 0 && gets <= polls,
+      })
+    }
+  }
+  return rows
+}
+
 export function targetsOf(results: BenchResults): TargetRow[] {
   return [
     ...decisionTargets(results),
@@ -208,5 +237,6 @@ export function targetsOf(results: BenchResults): TargetRow[] {
     ...httpTargets(results),
     ...bytesTargets(results),
     ...exactnessTargets(results),
+    ...liveRulesTargets(results),
   ]
 }

@@ -10,7 +10,13 @@ import { fileURLToPath } from 'node:url'
 // Arguments, for measuring an edited copy of lua/ (bench/README.md): the copy, and where to write.
 const luaRoot = process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '../../../lua')
 const output = process.argv[3] ?? join(dirname(fileURLToPath(import.meta.url)), '../src/scripts/generated.ts')
-const scripts = { decide: 'decide.lua', sync: 'sync.lua', lease: 'lease.lua' }
+const scripts = {
+  decide: 'decide.lua',
+  sync: 'sync.lua',
+  lease: 'lease.lua',
+  publishRules: 'publish_rules.lua',
+  readRules: 'read_rules.lua',
+}
 
 function splice(path, included) {
   return readFileSync(join(luaRoot, path), 'utf8').replace(/^--#include (\S+)\n/gm, (_, lib) => {

@@ -94,12 +94,15 @@ export function identifiersOf(identifiers: unknown): readonly string[] {
   return list as readonly string[]
 }
 
-/** One target per rule and identifier, in rule order, then identifier order. */
+/**
+ * One target per rule and identifier, in rule order, then identifier order. A target names the
+ * rule's state (`stateName`), which is its name unless live rules changed its shape.
+ */
 export function targetsOf(rules: readonly Rule[], identifiers: readonly string[]): StoreTarget[] {
   const targets: StoreTarget[] = []
   for (const link of rules) {
     for (const identifier of identifiers) {
-      targets.push({ rule: link.name, algorithm: link.algorithm, windows: link.windows, identifier })
+      targets.push({ rule: link.stateName, algorithm: link.algorithm, windows: link.windows, identifier })
     }
   }
   return targets
@@ -112,16 +115,23 @@ export function targetsOf(rules: readonly Rule[], identifiers: readonly string[]
 export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
   const { allowed, nowMs } = result
   const windows: WindowState[] = []
+  const { targets } = plan.request
+  const { chain } = plan.rule
+  // Targets are the chain's rules times the identifiers (targetsOf); a target holds the rule's
+  // state name, a decision reports its name.
+  const perRule = targets.length / chain.length
   let retryAt = nowMs
   let i = 0
-  for (const target of plan.request.targets) {
+  for (let t = 0; t < targets.length; t++) {
+    const target = targets[t] as StoreTarget
+    const rule = (chain[Math.floor(t / perRule)] as Rule).name
     for (const window of target.windows) {
       const answer = result.windows[i++]
       if (!answer) throw new TollgateError('TG_STORE', 'the store answered fewer windows than the decision holds')
       const failed = !allowed && answer.fitsAtMs > nowMs
       if (failed) retryAt = Math.max(retryAt, answer.fitsAtMs)
       windows.push({
-        rule: target.rule,
+        rule,
         identifier: target.identifier,
         limit: window.limit,
         periodMs: window.periodMs,

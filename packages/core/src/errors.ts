@@ -7,8 +7,15 @@
  *   or an HTTP `refusal` function returned a response that cannot be sent.
  * - `TG_CLOSED`: a decision was asked of a limiter that is closing or closed.
  * - `TG_STORE`: the store failed or answered something it should not have.
+ * - `TG_CONFLICT`: a live rules publish expected one epoch and found another; nothing was written.
  */
-export type TollgateErrorCode = 'TG_CONFIG' | 'TG_UNKNOWN_RULE' | 'TG_INVALID_ARGUMENT' | 'TG_CLOSED' | 'TG_STORE'
+export type TollgateErrorCode =
+  | 'TG_CONFIG'
+  | 'TG_UNKNOWN_RULE'
+  | 'TG_INVALID_ARGUMENT'
+  | 'TG_CLOSED'
+  | 'TG_STORE'
+  | 'TG_CONFLICT'
 
 export interface TollgateErrorOptions extends ErrorOptions {
   /**

@@ -2,13 +2,15 @@ import { type BreakerSettings, breakerSettingsOf, type CircuitBreakerOptions } f
 import type { CallSettings } from './decision-options.js'
 import type { PlanDefaults } from './decision-plan.js'
 import { describeValue, TollgateConfigError } from './errors.js'
+import type { LiveRules } from './live-rules/live-rules.js'
+import { type LiveRulesSource, liveSourceOf } from './live-rules/source.js'
 import { checkOptionsObject, optionKeys } from './option-objects.js'
-import { type Rule, type RulesOptions, resolveRules, type WarningHandler } from './rules.js'
+import { type LiveResolution, type Rule, type RulesOptions, resolveRules, type WarningHandler } from './rules.js'
 import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
 import { storeTimeoutOf } from './store-wait.js'
 import type { Store } from './stores/store.js'
 
-export interface LimiterOptions<Rules extends RulesOptions = RulesOptions> {
+export interface LimiterOptions<Rules extends RulesOptions | LiveRules = RulesOptions> {
   /**
    * Where counts live. The limiter owns it: `limiter.close()` closes it.
    * @default new MemoryStore()
@@ -16,8 +18,11 @@ export interface LimiterOptions<Rules extends RulesOptions = RulesOptions> {
   store?: Store
   /**
    * Rules by name, or the result of `loadRules(…)`. Given as a literal, its names are the only
-   * ones `consume`, `peek`, `refund` and `reset` accept, to the compiler too.
+   * ones `consume`, `peek`, `refund` and `reset` accept, to the compiler too. Or a `LiveRules`,
+   * whose rules can be changed for the whole fleet while it runs (docs/live-rules.md): the
+   * limiter then follows it until `limiter.close()`, and emits `rules` and `rules-rejected`.
    * @example { 'auth.createToken': { windows: [{ limit: 20, period: '60s' }, { limit: 5, period: '3s' }] } }
+   * @example new LiveRules({ client: redis, defaults: { api: { windows: [{ limit: 100, period: '1m' }] } } })
    */
   rules: Rules
   /**
@@ -75,12 +80,23 @@ export interface LimiterOptions<Rules extends RulesOptions = RulesOptions> {
   random?: () => number
 }
 
+/** A rule set as the limiter resolved it, and the settings its plans take: replaced as one when live rules change. */
+export interface ActiveRules extends PlanDefaults {
+  readonly rules: ReadonlyMap<string, Rule>
+}
+
 /** The limiter's options, checked and resolved once, at construction. */
-export interface LimiterConfig extends PlanDefaults {
+export interface LimiterConfig {
   /** Undefined: an in-process store, made once the rest is known good. */
   readonly store: Store | undefined
-  readonly rules: ReadonlyMap<string, Rule>
+  readonly active: ActiveRules
+  /** The live rules it follows, if it was given a LiveRules. */
+  readonly live: LiveRulesSource | undefined
+  /** Resolves a rule set as this limiter does (its dryRun, its store's algorithms); throws TG_CONFIG. */
+  resolve(options: unknown, warn: WarningHandler, live?: LiveResolution): ActiveRules
   readonly onWarning: WarningHandler
+  /** Warnings the rules gave so far, so that a rule set resolved again does not repeat them. */
+  readonly warned: Set<string>
   readonly breaker: BreakerSettings
   readonly storeTimeoutMs: number
   /** What a call without options gets, one object for every such call. */
@@ -132,19 +148,33 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     'createLimiter option storeTimeoutMs',
   )
   const breaker = breakerSettingsOf(options.breaker)
-  const warn = onWarning as WarningHandler
-  const rules = resolveRules(options.rules, warn, dryRun)
-  if (store !== undefined) checkAlgorithmsSupported(store, rules)
-  const shedding = new Set([...rules.values()].filter((rule) => rule.chain.some(hasLowBurst)))
+  const warned = new Set<string>()
+  const warn: WarningHandler = (message, code) => {
+    warned.add(message)
+    ;(onWarning as WarningHandler)(message, code)
+  }
+  const resolve = (rules: unknown, warnWith: WarningHandler, live?: LiveResolution): ActiveRules => {
+    const resolved = resolveRules(rules, warnWith, dryRun, live)
+    if (store !== undefined) checkAlgorithmsSupported(store, resolved)
+    const shedding = new Set([...resolved.values()].filter((rule) => rule.chain.some(hasLowBurst)))
+    return {
+      rules: resolved,
+      random: random as () => number,
+      shedding: shedding.size > 0 ? shedding : undefined,
+      onStoreError,
+      dryRun,
+    }
+  }
+  const live = liveSourceOf(options.rules)
+  const active = live ? resolve(live.options, warn, live.resolution) : resolve(options.rules, warn)
   return {
     store,
-    rules,
-    random: random as () => number,
-    shedding: shedding.size > 0 ? shedding : undefined,
-    onWarning: warn,
+    active,
+    live,
+    resolve,
+    onWarning: onWarning as WarningHandler,
+    warned,
     breaker,
-    onStoreError,
-    dryRun,
     storeTimeoutMs,
     callDefaults: { cost: 1, dryRun: undefined, onStoreError: undefined, storeTimeoutMs },
   }

@@ -4,15 +4,17 @@ import type { Decision } from './decision.js'
 import { callSettingsOf, type DecisionOptions, type ResetOptions, resetsParents } from './decision-options.js'
 import { identifiersOf, planOf, ruleOf, targetsOf } from './decision-plan.js'
 import { TollgateError } from './errors.js'
-import { type LimiterOptions, limiterConfigOf } from './limiter-config.js'
-import type { Rule, RulesOptions } from './rules.js'
+import { type ActiveRules, type LimiterConfig, type LimiterOptions, limiterConfigOf } from './limiter-config.js'
+import type { LiveRules } from './live-rules/live-rules.js'
+import type { RulesFollower } from './live-rules/source.js'
+import type { Rule, RulesOptions, WarningHandler } from './rules.js'
 import { type LimiterEvents, StoreCaller } from './store-caller.js'
 import { MemoryStore } from './stores/memory-store.js'
 import type { Store, StoreOperation } from './stores/store.js'
 
 /**
  * `Name` is the rule names the limiter holds: those of a literal `rules` object, so that a
- * misspelt name fails to compile, or any string for rules loaded at run time.
+ * misspelt name fails to compile, or any string for rules loaded at run time or live rules.
  */
 export interface Limiter<Name extends string = string> extends EventEmitter<LimiterEvents> {
   /** Checks every window of the rule and its parents for every identifier; charges all or none. */
@@ -28,7 +30,7 @@ export interface Limiter<Name extends string = string> extends EventEmitter<Limi
   reset(rule: Name, identifiers: string | readonly string[], options?: ResetOptions): Promise<void>
   /** Refuses new calls, waits for those in flight, then closes the store. */
   close(): Promise<void>
-  /** The resolved rules, by name. */
+  /** The resolved rules, by name: with live rules, the set in force now. */
   readonly rules: ReadonlyMap<string, Rule>
   /** The store deciding, so that other limiters can share it. */
   readonly store: Store
@@ -37,19 +39,36 @@ export interface Limiter<Name extends string = string> extends EventEmitter<Limi
 }
 
 /**
+ * A decision resolves its rule once, as it starts: it runs on the rule set of that moment, and
+ * live rules applied meanwhile reach the next one.
  * @example
  * const limiter = createLimiter({ rules: { api: { windows: [{ limit: 100, period: '1 minute' }] } } })
  * const decision = await limiter.consume('api', 'ip:203.0.113.7')
  */
-export function createLimiter<const Rules extends RulesOptions>(
+export function createLimiter<const Rules extends RulesOptions | LiveRules>(
   options: LimiterOptions<Rules>,
-): Limiter<keyof Rules & string> {
+): Limiter<Rules extends LiveRules ? string : keyof Rules & string> {
   const config = limiterConfigOf(options)
-  const { rules, callDefaults } = config
+  const { callDefaults } = config
+  let active = config.active
   const events = new EventEmitter<LimiterEvents>()
   // Made only once everything else is valid, so a config error leaves no sweep timer behind.
   const store: Store = config.store ?? new MemoryStore()
   const caller = new StoreCaller(store, config.breaker, events, config.onWarning)
+  const { live } = config
+  const stopFollowing = live?.follow(
+    follower(config, events, (next) => {
+      active = next
+    }),
+  )
+  // With a store that syncs on a schedule, the epoch rides on its sync: no poll of its own.
+  const stopReading = live
+    ? store.readOnEachSync?.(live.epochKey, (value) => live.noteEpoch(value === null ? 0 : Number(value)))
+    : undefined
+  const unfollow = () => {
+    stopFollowing?.()
+    stopReading?.()
+  }
 
   function decide(operation: StoreOperation, rule: string, identifiers: unknown, options: unknown) {
     if (caller.closing) return Promise.reject(closedError())
@@ -57,10 +76,10 @@ export function createLimiter<const Rules extends RulesOptions>(
     try {
       plan = planOf(
         operation,
-        ruleOf(rules, rule),
+        ruleOf(active.rules, rule),
         identifiersOf(identifiers),
         callSettingsOf(options, callDefaults),
-        config,
+        active,
       )
     } catch (error) {
       return Promise.reject(error)
@@ -68,12 +87,15 @@ export function createLimiter<const Rules extends RulesOptions>(
     return caller.decide(plan)
   }
 
-  // A property, not a copied value: Object.assign would read the state once.
+  // Properties, not copied values: Object.assign would read them once.
   Object.defineProperty(events, 'breakerState', { get: () => caller.breakerState, enumerable: true })
+  Object.defineProperty(events, 'rules', { get: () => active.rules, enumerable: true })
   const limiter: Limiter = Object.assign(
-    events as EventEmitter<LimiterEvents> & { readonly breakerState: BreakerChange['state'] },
+    events as EventEmitter<LimiterEvents> & {
+      readonly breakerState: BreakerChange['state']
+      readonly rules: ReadonlyMap<string, Rule>
+    },
     {
-      rules,
       store,
       consume: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
         decide('consume', rule, identifiers, options),
@@ -86,7 +108,7 @@ export function createLimiter<const Rules extends RulesOptions>(
         let chain: readonly Rule[]
         let ids: readonly string[]
         try {
-          const resolved = ruleOf(rules, rule)
+          const resolved = ruleOf(active.rules, rule)
           ids = identifiersOf(identifiers)
           chain = resetsParents(options) ? resolved.chain : [resolved]
         } catch (error) {
@@ -94,10 +116,43 @@ export function createLimiter<const Rules extends RulesOptions>(
         }
         return caller.reset(targetsOf(chain, ids), config.storeTimeoutMs)
       },
-      close: () => caller.close(),
+      close: () => {
+        unfollow()
+        return caller.close()
+      },
     },
   )
   return limiter
+}
+
+/** How a limiter takes live rules: resolved its own way, warnings it already gave left out. */
+function follower(
+  config: LimiterConfig,
+  events: EventEmitter<LimiterEvents>,
+  install: (next: ActiveRules) => void,
+): RulesFollower<{ next: ActiveRules; warnings: Array<[string, string]> }> {
+  return {
+    resolve(options, live) {
+      // Held until the set is applied: a set that is then rejected must not have warned.
+      const warnings: Array<[string, string]> = []
+      const collect: WarningHandler = (message, code) => warnings.push([message, code])
+      return { next: config.resolve(options, collect, live), warnings }
+    },
+    apply(resolved, change) {
+      if (resolved) {
+        install(resolved.next)
+        for (const [message, code] of resolved.warnings) {
+          if (config.warned.has(message)) continue
+          config.warned.add(message)
+          config.onWarning(message, code)
+        }
+      }
+      events.emit('rules', change)
+    },
+    reject(rejection) {
+      events.emit('rules-rejected', rejection)
+    },
+  }
 }
 
 function closedError() {

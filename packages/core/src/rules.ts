@@ -104,6 +104,26 @@ export interface Rule {
   readonly dryRun: boolean | undefined
   /** This rule, then its parent, then the parent's parent: the order decisions report windows in. */
   readonly chain: readonly Rule[]
+  /**
+   * The name the rule's state is kept under, in a store's keys (`StoreTarget.rule`): its name,
+   * unless live rules gave it another shape than its default's (docs/live-rules.md), so that
+   * windows of another period or algorithm start fresh rather than read counts they did not make.
+   * @example 'api'
+   */
+  readonly stateName: string
+}
+
+/** A rule as resolved before its parents are: everything but its chain. */
+export type RuleDraft = Omit<Rule, 'chain' | 'stateName'>
+
+/**
+ * How live rules resolve (live-rules/): the name each rule's state is kept under, and one
+ * `windows` array per distinct list of windows, so that stores which key what they keep by a
+ * rule's windows (a HybridStore's shapes) see a rule that did not change as the same.
+ */
+export interface LiveResolution {
+  stateNameOf(draft: RuleDraft): string
+  windowsOf(windows: readonly Window[]): readonly Window[]
 }
 
 /** Bounds that keep one decision a single, small script call. */
@@ -125,7 +145,12 @@ const RULE_KEYS = optionKeys<RuleOptions>({
 const WINDOW_KEYS = optionKeys<WindowOptions>({ limit: true, period: true, lowBurst: true })
 
 /** `dryRun` is the limiter's, for rules that do not set their own. */
-export function resolveRules(options: unknown, warn: WarningHandler, dryRun: boolean): ReadonlyMap<string, Rule> {
+export function resolveRules(
+  options: unknown,
+  warn: WarningHandler,
+  dryRun: boolean,
+  live?: LiveResolution,
+): ReadonlyMap<string, Rule> {
   if (!isPlainObject(options)) {
     throw new TollgateConfigError(
       `option rules must be an object mapping rule names to rules, got ${describeValue(options)}`,
@@ -134,13 +159,16 @@ export function resolveRules(options: unknown, warn: WarningHandler, dryRun: boo
   const names = Object.keys(options)
   if (names.length === 0) throw new TollgateConfigError('option rules must hold at least one rule')
 
-  const drafts = new Map<string, Omit<Rule, 'chain'>>()
-  for (const name of names) drafts.set(name, resolveRule(name, options[name], warn))
+  const drafts = new Map<string, RuleDraft>()
+  for (const name of names) {
+    const draft = resolveRule(name, options[name], warn)
+    drafts.set(name, live ? { ...draft, windows: live.windowsOf(draft.windows) } : draft)
+  }
 
   const rules = new Map<string, Rule>()
   for (const draft of drafts.values()) {
     const lineage = lineageOf(draft, drafts)
-    rules.set(draft.name, { ...draft, chain: [] })
+    rules.set(draft.name, { ...draft, chain: [], stateName: live ? live.stateNameOf(draft) : draft.name })
     if (lineage.length > MAX_CHAIN_LENGTH) {
       throw new TollgateConfigError(
         `rule ${q(draft.name)}: its parent chain ${lineage.map(q).join(' → ')} is longer than the maximum of ${MAX_CHAIN_LENGTH} rules`,
@@ -170,7 +198,7 @@ function rejectEnforcedChildOfDryRun(rule: Rule, limiterDryRun: boolean): void {
   )
 }
 
-function resolveRule(name: string, raw: unknown, warn: WarningHandler): Omit<Rule, 'chain'> {
+function resolveRule(name: string, raw: unknown, warn: WarningHandler): RuleDraft {
   if (name.length === 0) throw new TollgateConfigError('a rule name must not be empty')
   if (name.length > MAX_RULE_NAME_LENGTH) {
     throw new TollgateConfigError(
@@ -249,7 +277,7 @@ function resolveWindow(raw: unknown, where: string, warn: WarningHandler): Windo
   return lowBurst === undefined ? { limit, periodMs } : { limit, periodMs, lowBurst }
 }
 
-function lineageOf(rule: Omit<Rule, 'chain'>, drafts: ReadonlyMap<string, Omit<Rule, 'chain'>>): string[] {
+function lineageOf(rule: RuleDraft, drafts: ReadonlyMap<string, RuleDraft>): string[] {
   const lineage = [rule.name]
   let parent = rule.parent
   while (parent !== undefined) {

@@ -4,6 +4,7 @@ import type { Decision } from './decision.js'
 import { type DecisionPlan, decisionOf, fallbackDecisionOf } from './decision-plan.js'
 import { TollgateError } from './errors.js'
 import { FailOpenNotice } from './fail-open-notice.js'
+import type { RuleRejection, RulesChange } from './live-rules/source.js'
 import type { WarningHandler } from './rules.js'
 import { storeFailureDecision } from './store-error-policy.js'
 import { asStoreError, isStoreDown } from './store-errors.js'
@@ -13,11 +14,16 @@ import type { Store, StoreRequest, StoreResult, StoreTarget } from './stores/sto
 
 /**
  * Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store
- * failure (its `storeDown` false when only that decision failed, on a broken key say).
+ * failure (its `storeDown` false when only that decision failed, on a broken key say). A limiter
+ * on live rules also emits `rules` each time it applies a new epoch, naming the rules that
+ * changed, and `rules-rejected` for each stored rule it would not apply (the rule's last good
+ * version stays).
  */
 export interface LimiterEvents {
   breaker: [change: BreakerChange]
   'store-error': [error: TollgateError]
+  rules: [change: RulesChange]
+  'rules-rejected': [rejection: RuleRejection]
 }
 
 /**

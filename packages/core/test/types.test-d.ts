@@ -1,10 +1,14 @@
+import type { Cluster, Redis } from 'ioredis'
 import { expectTypeOf } from 'vitest'
 import {
   type ClientView,
   createLimiter,
   type Duration,
   type Limiter,
+  LiveRules,
+  type LiveRulesClient,
   loadRules,
+  MemoryStore,
   type RateLimitOptions,
   type RulesOptions,
   type WindowOptions,
@@ -116,3 +120,20 @@ export const sampleKeys = optionKeys<Sample>({ a: true, b: true })
 export const missing = optionKeys<Sample>({ a: true })
 // @ts-expect-error a key listed that the type does not have
 export const unknownKey = optionKeys<Sample>({ a: true, b: true, c: true })
+
+// Live rules: ioredis clients are what they take, and a limiter on them takes any rule name.
+export function liveRules(redis: Redis, cluster: Cluster): void {
+  const standalone: LiveRulesClient = redis
+  const clustered: LiveRulesClient = cluster
+  const rules = new LiveRules({ client: standalone, defaults: { api: { windows: [{ limit: 100, period: '1m' }] } } })
+  const limiter = createLimiter({ rules, store: new MemoryStore() })
+  expectTypeOf(limiter).toEqualTypeOf<Limiter>()
+  void limiter.consume('published.later', 'ip:203.0.113.7')
+  void new LiveRules({ client: clustered, defaults: loadRules('rules.yaml'), prefix: 'app:', nudges: false })
+  void rules.publish({ api: null, search: { windows: [{ limit: 5, period: '1m' }], parent: 'api' } })
+  void rules.publish(loadRules('rules.yaml'), { expectedEpoch: rules.epoch })
+  // @ts-expect-error a rule's options, or null: nothing else
+  void rules.publish({ api: 5 })
+  const rateLimit: RateLimitOptions<Req> = { rules, rule: 'api' }
+  void rateLimit
+}

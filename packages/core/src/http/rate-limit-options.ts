@@ -1,5 +1,6 @@
 import type { Decision } from '../decision.js'
 import type { Limiter } from '../limiter.js'
+import type { LiveRules } from '../live-rules/live-rules.js'
 import { type OptionKeys, optionKeys } from '../option-objects.js'
 import type { AlgorithmName, RulesOptions, WarningHandler, WindowOptions } from '../rules.js'
 import type { StoreErrorPolicy } from '../store-error-policy.js'
@@ -74,8 +75,11 @@ export interface RateLimitOptions<Req> {
   limiter?: Limiter
   /** The store for a limiter made from `rules` or `windows`. @default new MemoryStore() */
   store?: Store
-  /** Rules for a limiter made here; `rule` names the one to apply. */
-  rules?: RulesOptions
+  /**
+   * Rules for a limiter made here; `rule` names the one to apply. A `LiveRules` too: the limiter
+   * made here follows it (closing the middleware stops that; the LiveRules stays open).
+   */
+  rules?: RulesOptions | LiveRules
   /**
    * The rule to apply, or the name given to inline `windows` (at most 128 characters). Or a
    * function of the request that names one of the limiter's rules (of `rules` or `limiter`), for

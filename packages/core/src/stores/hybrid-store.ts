@@ -105,6 +105,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private roundTripsReported = 0
   /** When Redis last answered a sync or a round trip: the outage is measured from it. */
   private lastContactAt = 0
+  /** Keys read on each sync, and who hears their values. */
+  private readonly riders = new Map<string, Set<(value: string | null) => void>>()
   private readonly keys: KeyBuilder
   private readonly cluster: boolean
   private readonly runSync: SyncCommand
@@ -305,6 +307,19 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     return this.errors?.recent
   }
 
+  readOnEachSync(key: string, onValue: (value: string | null) => void): () => void {
+    let hearing = this.riders.get(key)
+    if (hearing === undefined) {
+      hearing = new Set()
+      this.riders.set(key, hearing)
+    }
+    hearing.add(onValue)
+    return () => {
+      hearing.delete(onValue)
+      if (hearing.size === 0) this.riders.delete(key)
+    }
+  }
+
   /**
    * Pushes every unit admitted here since the last sync and pulls the fleet's totals of every key
    * decided on since; resolves when done. One sync at a time: a call while one runs waits for it,
@@ -444,6 +459,15 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     )
     if (this.cluster || calls.length === 0) calls.unshift({ indices: [], names: [], heartbeat: true })
     const margin = this.marginMs()
+    // Written with the chunks, so answered in the same round trip; a failure is the sync's to report.
+    for (const [key, hearing] of this.riders) {
+      ;(this.config.client as unknown as { get(key: string): Promise<string | null> }).get(key).then(
+        (value) => {
+          for (const onValue of hearing) onValue(value)
+        },
+        () => {},
+      )
+    }
     const outcomes = calls.map((call) => {
       const beat = call.heartbeat ? heartbeat : undefined
       if (this.exchange) {

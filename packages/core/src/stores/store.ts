@@ -108,6 +108,12 @@ export interface Store {
    * end and, when it has no cause of its own, as its `cause`.
    */
   recentError?(): Error | undefined
+  /**
+   * For a store that makes round trips of its own on a schedule (a HybridStore's sync): reads
+   * `key` on each of them, in the same round trip, and hands its value to `onValue`. Live rules
+   * read their epoch so, instead of a poll of their own. The function returned stops it.
+   */
+  readOnEachSync?(key: string, onValue: (value: string | null) => void): () => void
   /** Forgets the state of exactly these targets; a rule's parents are among them only when the caller asks. */
   reset(targets: readonly StoreTarget[]): Promise<void>
   /** Releases timers and connections the store owns (never a client it was given). */

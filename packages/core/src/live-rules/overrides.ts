@@ -1,0 +1,158 @@
+import { describeValue, TollgateConfigError } from '../errors.js'
+import { isPlainObject } from '../option-objects.js'
+import type { RuleOptions, RulesOptions } from '../rules.js'
+import type { RuleRejection } from './source.js'
+
+/** A rule's override: its options and their JSON, as stored. */
+export interface Override {
+  readonly options: RuleOptions
+  readonly text: string
+}
+
+/** The overrides in force, by rule name. A rule without one runs its default. */
+export type Overrides = ReadonlyMap<string, Override>
+
+/** A rule as read from where overrides are kept: its JSON, or null for no override. */
+export interface StoredRule {
+  readonly rule: string
+  readonly text: string | null
+  /** The epoch that stored it. */
+  readonly epoch: number
+}
+
+/** The rule set in force: the defaults, each overridden rule replaced, the rules only overrides hold added. */
+export function mergedRules(defaults: RulesOptions, overrides: Overrides): RulesOptions {
+  // No prototype, so that a rule named '__proto__' is a rule like any other.
+  const merged: Record<string, RuleOptions> = Object.create(null)
+  for (const name of Object.keys(defaults)) merged[name] = defaults[name] as RuleOptions
+  for (const [name, override] of overrides) merged[name] = override.options
+  return merged
+}
+
+/** The overrides with `changes` made: options to set, null to drop. */
+export function withChanges(
+  overrides: Overrides,
+  changes: ReadonlyArray<readonly [string, Override | null]>,
+): Map<string, Override> {
+  const next = new Map(overrides)
+  for (const [name, override] of changes) {
+    if (override === null) next.delete(name)
+    else next.set(name, override)
+  }
+  return next
+}
+
+/** An override of these options, its text the JSON that is stored. */
+export function overrideOf(options: RuleOptions): Override {
+  return { options, text: JSON.stringify(options) }
+}
+
+export interface AppliedRules<Resolved> {
+  readonly overrides: Map<string, Override>
+  /** Rules whose override was set, changed or dropped. */
+  readonly changed: string[]
+  /** Rules whose stored version is now in force (or was already). */
+  readonly accepted: string[]
+  readonly rejections: RuleRejection[]
+  /** What `check` answered for the overrides returned, when any changed. */
+  readonly resolved: Resolved | undefined
+}
+
+/**
+ * The overrides with stored rules applied, as far as they make a valid rule set: `check` throws
+ * for a set it cannot take. All at once when they can be (one publish's changes may depend on
+ * each other: a rule and the new parent it names); else one by one, as many passes as accept
+ * another, so that a stored rule that cannot be taken is left out alone, its last good version
+ * kept, and every set in between was valid.
+ */
+export function applyStored<Resolved>(
+  base: Overrides,
+  stored: readonly StoredRule[],
+  check: (overrides: Overrides) => Resolved,
+): AppliedRules<Resolved> {
+  const rejections: RuleRejection[] = []
+  const accepted: string[] = []
+  let pending: Array<{ change: readonly [string, Override | null]; epoch: number; message: string }> = []
+  for (const { rule, text, epoch } of stored) {
+    const override = text === null ? null : parsed(text)
+    if (typeof override === 'string') {
+      rejections.push({ rule, epoch, message: override })
+      continue
+    }
+    const current = base.get(rule)
+    if (override === null ? current === undefined : current?.text === override.text) accepted.push(rule)
+    else pending.push({ change: [rule, override], epoch, message: '' })
+  }
+
+  let overrides = new Map(base)
+  let resolved: Resolved | undefined
+  const all = withChanges(
+    base,
+    pending.map((entry) => entry.change),
+  )
+  try {
+    resolved = pending.length > 0 ? check(all) : undefined
+    overrides = all
+    for (const entry of pending) accepted.push(entry.change[0])
+    pending = []
+  } catch {
+    for (let progress = true; progress && pending.length > 0; ) {
+      progress = false
+      for (const entry of [...pending]) {
+        const next = withChanges(overrides, [entry.change])
+        try {
+          resolved = check(next)
+        } catch (error) {
+          entry.message = (error as Error).message
+          continue
+        }
+        overrides = next
+        accepted.push(entry.change[0])
+        pending.splice(pending.indexOf(entry), 1)
+        progress = true
+      }
+    }
+  }
+  for (const entry of pending) rejections.push({ rule: entry.change[0], epoch: entry.epoch, message: entry.message })
+  const order = new Map(stored.map((rule, i) => [rule.rule, i]))
+  rejections.sort((a, b) => (order.get(a.rule) as number) - (order.get(b.rule) as number))
+  const changed = [...new Set([...base.keys(), ...overrides.keys()])].filter(
+    (name) => base.get(name)?.text !== overrides.get(name)?.text,
+  )
+  return { overrides, changed, accepted, rejections, resolved: changed.length > 0 ? resolved : undefined }
+}
+
+/** The override a stored text holds, or why it holds none. */
+function parsed(text: string): Override | string {
+  let options: unknown
+  try {
+    options = JSON.parse(text)
+  } catch (error) {
+    return `the stored options are not JSON: ${(error as Error).message}`
+  }
+  // Checked when the rule set is resolved, which names the rule and what is wrong; the text is
+  // made canonical here, so that equal options compare equal however they were written.
+  return overrideOf(options as RuleOptions)
+}
+
+/** A publish's changes: each rule's options, or null to drop its override. Values are checked with the rule set. */
+export function changesOf(changes: unknown): Array<readonly [string, unknown]> {
+  if (!isPlainObject(changes)) {
+    throw new TollgateConfigError(
+      `publish takes an object mapping rule names to rule options (or null), got ${describeValue(changes)}`,
+    )
+  }
+  const names = Object.keys(changes)
+  if (names.length === 0) throw new TollgateConfigError('publish takes at least one rule to change, got none')
+  return names.map((name) => [name, changes[name]] as const)
+}
+
+/** Options as given, to be checked before they are stored. */
+export function unstored(options: unknown): Override | null {
+  return options === null ? null : { options: options as RuleOptions, text: '' }
+}
+
+/** Options as stored and read back: JSON's reading of them, which a valid rule's options survive unchanged. */
+export function asJson(options: unknown): RuleOptions {
+  return JSON.parse(JSON.stringify(options)) as RuleOptions
+}

@@ -1,0 +1,70 @@
+import { readFileSync } from 'node:fs'
+import { rename, rm, writeFile } from 'node:fs/promises'
+import { isPlainObject } from '../option-objects.js'
+import type { Overrides, StoredRule } from './overrides.js'
+
+const FORMAT = 'tollgate-live-rules'
+const VERSION = 1
+
+/** What a snapshot file holds: the overrides of one epoch, readable (and editable in a pinch) by people. */
+interface SnapshotFile {
+  format: typeof FORMAT
+  version: typeof VERSION
+  prefix: string
+  epoch: number
+  savedAtMs: number
+  rules: Record<string, unknown>
+}
+
+export interface Snapshot {
+  readonly epoch: number
+  readonly rules: StoredRule[]
+}
+
+/**
+ * The snapshot at `path`; undefined when there is no file (a first start). Throws, saying why,
+ * for a file that cannot be read or is not a snapshot of these rules.
+ */
+export function readSnapshot(path: string, prefix: string): Snapshot | undefined {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
+  const file = JSON.parse(text) as Partial<SnapshotFile>
+  if (!isPlainObject(file) || file.format !== FORMAT || file.version !== VERSION || !isPlainObject(file.rules)) {
+    throw new Error(`it is not a version ${VERSION} live rules snapshot`)
+  }
+  if (file.prefix !== prefix) {
+    throw new Error(`it holds the rules of prefix ${JSON.stringify(file.prefix)}, not ${JSON.stringify(prefix)}`)
+  }
+  const { epoch } = file
+  if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0) throw new Error('its epoch is not valid')
+  const rules = Object.entries(file.rules).map(([rule, options]) => ({ rule, text: JSON.stringify(options), epoch }))
+  return { epoch, rules }
+}
+
+/**
+ * Writes the overrides of `epoch` to `path` atomically: into a file beside it, then renamed over
+ * it, so that a process stopped mid-write leaves the last whole snapshot.
+ */
+export async function writeSnapshot(path: string, prefix: string, epoch: number, overrides: Overrides): Promise<void> {
+  const file: SnapshotFile = {
+    format: FORMAT,
+    version: VERSION,
+    prefix,
+    epoch,
+    savedAtMs: Date.now(),
+    rules: Object.fromEntries([...overrides].map(([rule, override]) => [rule, override.options])),
+  }
+  const temporary = `${path}.${process.pid}.tmp`
+  try {
+    await writeFile(temporary, `${JSON.stringify(file, null, 2)}\n`)
+    await rename(temporary, path)
+  } catch (error) {
+    await rm(temporary, { force: true })
+    throw error
+  }
+}

@@ -1,0 +1,276 @@
+import { existsSync, readdirSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LiveRules, type LiveRulesOptions, type RulesOptions } from '../src/index.js'
+import { rollbackChanges, versionOf } from '../src/live-rules/history.js'
+import { applyStored, mergedRules, type Overrides, overrideOf } from '../src/live-rules/overrides.js'
+import { readSnapshot, writeSnapshot } from '../src/live-rules/snapshot.js'
+import { LiveStateNames } from '../src/live-rules/state-names.js'
+import { resolveRules } from '../src/rules.js'
+
+const defaults = {
+  api: { windows: [{ limit: 100, period: '1m' }] },
+  search: { windows: [{ limit: 10, period: '1m' }], parent: 'api' },
+} satisfies RulesOptions
+
+const resolve = (overrides: Overrides) => resolveRules(mergedRules(defaults, overrides), () => {}, false)
+const overrides = (entries: Record<string, unknown>): Overrides =>
+  new Map(Object.entries(entries).map(([name, options]) => [name, overrideOf(options as never)]))
+
+describe('applyStored', () => {
+  it('takes the changes of one publish together when each alone would not resolve', () => {
+    const applied = applyStored(
+      new Map(),
+      [
+        { rule: 'search', text: '{"windows":[{"limit":5,"period":"1m"}],"parent":"tenant"}', epoch: 1 },
+        { rule: 'tenant', text: '{"windows":[{"limit":50,"period":"1h"}]}', epoch: 1 },
+      ],
+      resolve,
+    )
+    expect(applied.rejections).toEqual([])
+    expect(applied.changed).toEqual(['search', 'tenant'])
+    expect(applied.resolved?.get('search')?.chain.map((rule) => rule.name)).toEqual(['search', 'tenant'])
+  })
+
+  it('leaves out only what cannot resolve, keeping that rule as it was', () => {
+    const base = overrides({ api: { windows: [{ limit: 7, period: '1m' }] } })
+    const applied = applyStored(
+      base,
+      [
+        { rule: 'api', text: '{"windows":[{"limit":0,"period":"1m"}]}', epoch: 4 },
+        { rule: 'search', text: '{"windows":[{"limit":3,"period":"1m"}],"parent":"api"}', epoch: 4 },
+        { rule: 'broken', text: '{"windows":', epoch: 4 },
+      ],
+      resolve,
+    )
+    expect(applied.overrides.get('api')?.options).toEqual({ windows: [{ limit: 7, period: '1m' }] })
+    expect(applied.overrides.get('search')?.options).toEqual({ windows: [{ limit: 3, period: '1m' }], parent: 'api' })
+    expect(applied.changed).toEqual(['search'])
+    expect(applied.accepted).toEqual(['search'])
+    expect(applied.rejections).toEqual([
+      { rule: 'api', epoch: 4, message: "rule 'api', window 0: limit must be a positive integer, got 0" },
+      { rule: 'broken', epoch: 4, message: expect.stringMatching(/^the stored options are not JSON: /) },
+    ])
+  })
+
+  it('keeps a drop that would orphan a child, and reports nothing changed for what is already in force', () => {
+    const base = overrides({
+      tenant: { windows: [{ limit: 50, period: '1h' }] },
+      search: { windows: [{ limit: 5, period: '1m' }], parent: 'tenant' },
+    })
+    const applied = applyStored(
+      base,
+      [
+        { rule: 'tenant', text: null, epoch: 9 },
+        { rule: 'search', text: '{"windows":[{"limit":5,"period":"1m"}],"parent":"tenant"}', epoch: 9 },
+      ],
+      resolve,
+    )
+    expect([...applied.overrides.keys()]).toEqual(['tenant', 'search'])
+    expect(applied.changed).toEqual([])
+    expect(applied.resolved).toBeUndefined()
+    expect(applied.rejections).toEqual([
+      { rule: 'tenant', epoch: 9, message: "rule 'search': unknown parent 'tenant'" },
+    ])
+  })
+
+  it('treats a rule named __proto__ as any other', () => {
+    const merged = mergedRules(defaults, overrides({ ['__proto__']: { windows: [{ limit: 1, period: '1s' }] } }))
+    expect(Object.keys(merged)).toEqual(['api', 'search', '__proto__'])
+    expect(resolveRules(merged, () => {}, false).get('__proto__')?.windows[0]?.limit).toBe(1)
+  })
+})
+
+describe('LiveStateNames', () => {
+  const names = new LiveStateNames(
+    resolveRules(
+      {
+        ...defaults,
+        bucket: { algorithm: 'token-bucket', windows: [{ limit: 10, period: '1s' }] },
+      },
+      () => {},
+      false,
+    ),
+  )
+  const stateName = (name: string, options: unknown) =>
+    resolveRules({ ...defaults, [name]: options }, () => {}, false, names).get(name)?.stateName
+
+  it('keeps the name of a rule of its default shape, whatever its limits', () => {
+    expect(stateName('api', { windows: [{ limit: 5, period: '60s' }] })).toBe('api')
+    expect(stateName('bucket', { algorithm: 'token-bucket', windows: [{ limit: 10, period: '1s' }] })).toBe('bucket')
+  })
+
+  it('names apart the state of another period, algorithm, window list, bucket limit, or a rule without default', () => {
+    const named = [
+      stateName('api', { windows: [{ limit: 100, period: '30s' }] }),
+      stateName('api', { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1m' }] }),
+      stateName('api', {
+        windows: [
+          { limit: 100, period: '1m' },
+          { limit: 10, period: '1s' },
+        ],
+      }),
+      stateName('bucket', { algorithm: 'token-bucket', windows: [{ limit: 11, period: '1s' }] }),
+      stateName('fresh', { windows: [{ limit: 1, period: '1s' }] }),
+    ]
+    for (const name of named) expect(name).toMatch(/^(api|bucket|fresh)@[0-9a-f]{10}$/)
+    expect(new Set(named).size).toBe(named.length)
+    // The same shape gets the same name in every process.
+    expect(stateName('api', { windows: [{ limit: 7, period: '30s' }] })).toBe(named[0])
+  })
+
+  it('gives rules one windows array per distinct list of windows', () => {
+    const first = resolveRules(defaults, () => {}, false, names)
+    const second = resolveRules(
+      { ...defaults, search: { windows: [{ limit: 10, period: '1m' }] } },
+      () => {},
+      false,
+      names,
+    )
+    expect(second.get('api')?.windows).toBe(first.get('api')?.windows)
+    expect(second.get('search')?.windows).toBe(first.get('search')?.windows)
+  })
+})
+
+describe('rollbackChanges', () => {
+  const version = (epoch: number, changes: Array<[string, unknown, unknown]>) =>
+    versionOf(
+      JSON.stringify({
+        epoch,
+        publishedAtMs: 1,
+        changes: changes.map(([rule, options, previous]) => ({
+          rule,
+          options: options === null ? null : JSON.stringify(options),
+          previous: previous === null ? null : typeof previous === 'string' ? previous : JSON.stringify(previous),
+        })),
+      }),
+    )!
+
+  it('gives each rule changed since the override it had before the earliest change', () => {
+    const versions = [
+      version(3, [['api', { windows: [3] }, { windows: [2] }]]),
+      version(2, [
+        ['api', { windows: [2] }, { windows: [1] }],
+        ['x', null, { windows: [9] }],
+      ]),
+      version(1, [['api', { windows: [1] }, null]]),
+    ]
+    expect(rollbackChanges(versions, 1, 3)).toEqual([
+      ['api', { windows: [1] }],
+      ['x', { windows: [9] }],
+    ])
+    expect(rollbackChanges(versions, 0, 3)).toEqual([
+      ['api', null],
+      ['x', { windows: [9] }],
+    ])
+  })
+
+  it('refuses an epoch whose rule set the history cannot rebuild', () => {
+    const versions = [version(5, [['api', null, 'not json']]), version(3, [['api', null, null]])]
+    expect(() => rollbackChanges(versions, 2, 5)).toThrow(
+      'cannot roll back to epoch 2: epoch 4 is not in the history (written around LiveRules), so the rule set of epoch 2 is not known',
+    )
+    // A stored text that was not JSON comes back as it was, for the publish to refuse.
+    expect(rollbackChanges(versions, 4, 5)).toEqual([['api', 'not json']])
+  })
+
+  it('reads nothing from an entry that is not one publish_rules.lua writes', () => {
+    expect(versionOf('{"epoch":"2"}')).toBeUndefined()
+    expect(versionOf('nope')).toBeUndefined()
+    expect(versionOf('{"epoch":2,"publishedAtMs":5,"rollbackOf":1,"changes":[]}')).toEqual({
+      epoch: 2,
+      publishedAtMs: 5,
+      rollbackOf: 1,
+      changes: [],
+    })
+  })
+})
+
+describe('snapshots', () => {
+  let directory: string
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'tollgate-snapshot-'))
+  })
+  afterAll(async () => {
+    await rm(directory, { recursive: true, force: true })
+  })
+
+  it('writes through a file renamed into place, and reads back the overrides of its epoch and prefix', async () => {
+    const path = join(directory, 'rules.json')
+    expect(readSnapshot(path, 'tg:')).toBeUndefined()
+    await writeSnapshot(path, 'tg:', 7, overrides({ api: { windows: [{ limit: 9, period: '1m' }] } }))
+    expect(readdirSync(directory)).toEqual(['rules.json'])
+    expect(readSnapshot(path, 'tg:')).toEqual({
+      epoch: 7,
+      rules: [{ rule: 'api', text: '{"windows":[{"limit":9,"period":"1m"}]}', epoch: 7 }],
+    })
+    expect(() => readSnapshot(path, 'other:')).toThrow('it holds the rules of prefix "tg:", not "other:"')
+  })
+
+  it('leaves the last whole snapshot when a write fails', async () => {
+    const path = join(directory, 'kept.json')
+    await writeSnapshot(path, 'tg:', 1, new Map())
+    // A directory where the temporary file would go makes the write fail.
+    await expect(writeSnapshot(join(directory, 'missing', 'rules.json'), 'tg:', 2, new Map())).rejects.toThrow()
+    expect(readSnapshot(path, 'tg:')?.epoch).toBe(1)
+    expect(existsSync(join(directory, 'missing'))).toBe(false)
+  })
+})
+
+describe('LiveRules options', () => {
+  // Never connected: every option is checked before any I/O, and a bad one starts nothing.
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis({ lazyConnect: true, enableOfflineQueue: false })
+  })
+  afterAll(() => {
+    client.disconnect()
+  })
+
+  const cases: Array<[string, (client: Redis) => unknown, string]> = [
+    [
+      'no client',
+      () => ({ defaults }),
+      'LiveRules option client must be an ioredis Redis or Cluster client, got undefined',
+    ],
+    [
+      'invalid defaults',
+      (c) => ({ client: c, defaults: { api: { windows: [] } } }),
+      "rule 'api': windows must be a non-empty array, got []",
+    ],
+    [
+      'a poll interval in seconds',
+      (c) => ({ client: c, defaults, pollIntervalMs: 1 }),
+      'LiveRules option pollIntervalMs must be 0 (no polling) or an integer from 10 to 2147483647 milliseconds, got 1',
+    ],
+    [
+      'a prefix with a brace',
+      (c) => ({ client: c, defaults, prefix: 'a{b' }),
+      `option prefix must be a string of at most 64 characters without '{' or '}' (they would break Cluster hash tags), got "a{b"`,
+    ],
+    [
+      'an empty snapshot path',
+      (c) => ({ client: c, defaults, snapshotPath: '' }),
+      'LiveRules option snapshotPath must be a file path, got ""',
+    ],
+    [
+      'an unknown option',
+      (c) => ({ client: c, defaults, poll: 5 }),
+      "LiveRules options: unknown option 'poll'; known options are 'client', 'defaults', 'prefix', 'pollIntervalMs', 'snapshotPath', 'onWarning', 'nudges'",
+    ],
+    [
+      'nudges that are not a boolean',
+      (c) => ({ client: c, defaults, nudges: 'yes' }),
+      'LiveRules option nudges must be a boolean, got "yes"',
+    ],
+  ]
+
+  it.each(cases)('refuses %s with TG_CONFIG, naming the option and value', (_what, options, message) => {
+    expect(() => new LiveRules(options(client) as LiveRulesOptions)).toThrow(
+      expect.objectContaining({ code: 'TG_CONFIG', message }),
+    )
+  })
+})
