@@ -8,20 +8,22 @@
 -- KEYS     [the instances key, when ARGV[3] is not ''], then one state key per entry; a
 --          fixed-window entry's side key is its key with ':prev' appended (sync.lua)
 -- ARGV     [1] now: ms, or '-' for the server's TIME
---          [2] a decision's cost, or '-' for none
+--          [2] 'decide' for a decision, '-' for none
 --          [3] 'instance ttl_ms', the heartbeat (sync.lua), or ''
---          then one entry per key: 'code limit period limit period …|want|at units …': the
---          units to reserve beyond the decision's cost, then the units given back, each
---          negative and stamped with the time they were reserved at, so that they leave the
---          window they were charged to
+--          then one entry per key: 'code limit period limit period …|want|need|at units …': the
+--          units to reserve, the units the decision needs beyond what the process's slice of
+--          the key covers (0 without a decision), then the units given back, each negative and
+--          stamped with the time they were reserved at, so that they leave the window they were
+--          charged to
 -- Per entry, the units given back come off first. Then, with a decision: every entry is checked
--- for `cost` (consume); if all fit, each is charged its cost and the `want` units every one of
--- its windows still has room for; if any does not, nothing is charged, and nothing reserved.
--- Without a decision: each entry reserves what fits of `want`.
+-- for its `need` (consume); if all fit, each is charged its need and the `want` units every one
+-- of its windows still has room for; if any does not, nothing is charged, and nothing reserved.
+-- A key's count holds the process's slice, so this is the answer a RedisStore gives to the whole
+-- cost on the count without it. Without a decision: each entry reserves what fits of `want`.
 -- Reply    server time in ms, live instances (-1 without a heartbeat), allowed (1 or 0; -1
 --          without a decision), then per entry: the units reserved, the key's value after ('' for
 --          none), and with a decision each window's remaining, reset_at and fits_at as decide.lua
---          answers them for a charge of cost plus the units reserved. An entry whose key Redis
+--          answers them for a charge of need plus the units reserved. An entry whose key Redis
 --          cannot read (another type) answers 0 and '!' and what Redis said, without a decision;
 --          with one, it fails the call.
 
@@ -33,8 +35,7 @@
 
 local KEYS, ARGV = KEYS, ARGV
 local server_now, now = call_time(ARGV[1])
-local decides = ARGV[2] ~= '-'
-local cost = decides and tonumber(ARGV[2]) or 0
+local decides = ARGV[2] == 'decide'
 
 local reply, key = { server_now, -1, -1 }, 1
 if ARGV[3] ~= '' then
@@ -52,9 +53,9 @@ end
 local rule_of = sync_rules({ fw = fixed_window_module, sw = sliding_window_module })
 local entries = {}
 for arg = 4, #ARGV do
-  local text, want, given = string.match(ARGV[arg], '^([^|]*)|(%d+)|(.*)$')
+  local text, want, need, given = string.match(ARGV[arg], '^([^|]*)|(%d+)|(%d+)|(.*)$')
   local rule = rule_of(text)
-  entries[#entries + 1] = { rule = rule, want = tonumber(want), name = KEYS[key] }
+  entries[#entries + 1] = { rule = rule, want = tonumber(want), need = tonumber(need), name = KEYS[key] }
   key = key + 1
   if read_segments(given, segments) > 0 then
     local entry = entries[#entries]
@@ -77,7 +78,7 @@ for i = 1, #entries do
   if entry.failure then
     -- Answered as it is below; its cells are not read.
   elseif decides then
-    if not rule.module.check(entry.name, rule.windows, now, cost, 'consume', state, base) then
+    if not rule.module.check(entry.name, rule.windows, now, entry.need, 'consume', state, base) then
       allowed = false
     end
   else
@@ -101,11 +102,11 @@ for i = 1, #entries do
     reply[n + 1], reply[n + 2] = 0, '!' .. entry.failure
     n = n + 2
   else
-    local reserved = 0
+    local reserved, need = 0, entry.need
     if allowed then
-      reserved = min(entry.want, module.room(windows, now, cost, state, at))
+      reserved = min(entry.want, module.room(windows, now, need, state, at))
     end
-    local charge = cost + reserved
+    local charge = need + reserved
     local writes = allowed and charge > 0
     local slot = n
     n = n + 2

@@ -289,6 +289,32 @@ describe('HybridStore, strict mode: decisions', () => {
     expect(values[2]).toContain(`60000:${T0 + 60_000}:5 `)
   })
 
+  it('concurrent decisions on one key share its slice rather than take it from each other', async () => {
+    const clock = new ManualClock(T0)
+    const prefix = `strictd${prefixes++}:`
+    const store = strictStore(clock, { prefix })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 100_000, period: '1m' }] } },
+    })
+    let admitted = 0
+    let mostReserved = 0
+    for (let round = 0; round < 20; round++) {
+      const decisions = await Promise.all(Array.from({ length: 64 }, () => limiter.consume('r', 'ip:1')))
+      admitted += decisions.filter((decision) => decision.allowed).length
+      mostReserved = Math.max(mostReserved, store.stats().reservedUnits)
+      if (round % 5 === 4) await store.syncNow()
+    }
+    expect(admitted).toBe(1_280)
+    // A wave that finds the slice empty makes its round trips together; the slice they refill
+    // then covers the next waves, and the round trips beside the first reserve little.
+    expect(store.stats().leaseRoundTrips).toBeLessThanOrEqual(128)
+    expect(mostReserved).toBeLessThanOrEqual(1_000)
+    await limiter.close()
+    const key = store.keyOf({ rule: 'r', algorithm: 'fixed-window', windows: [], identifier: 'ip:1' })
+    expect(await client.get(key)).toBe(`${T0 + 60_000}12804`)
+  })
+
   it('refunds go back into the slice; peek charges nothing; reset forgets the slice with the key', async () => {
     const clock = new ManualClock(T0)
     const store = strictStore(clock, { min: 4 })

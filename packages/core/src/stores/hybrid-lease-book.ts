@@ -195,11 +195,11 @@ export class LeaseBook {
   /**
    * Units a slice asks for: `max(min, headroom × units admitted per sync interval)`, counting
    * `extra` units about to be admitted, and at least the largest cost asked of the key; 0 for a
-   * key gone idle.
+   * key gone idle. `beside`: for a round trip beside another on the key, headroom on `extra` alone.
    */
-  sliceSize(lease: Lease, extra = 0): number {
+  sliceSize(lease: Lease, extra = 0, beside = false): number {
     const { headroom, min } = this.sizing
-    const wanted = headroom * Math.max(lease.perInterval, lease.admitted + extra)
+    const wanted = headroom * (beside ? extra : Math.max(lease.perInterval, lease.admitted + extra))
     return wanted < IDLE ? 0 : Math.max(min, lease.largestCost, Math.ceil(wanted))
   }
 

@@ -35,25 +35,31 @@ export class LeaseExchange {
   constructor(private readonly context: LeaseContext) {}
 
   /**
-   * Decides the request in Redis as a RedisStore would, the process's own slices of its keys
-   * given back first, and refills them in the same call. On a Cluster, the keys' slots are
-   * decided one after another in ascending order; a refusal gives back what the earlier ones
-   * charged, as a RedisStore's consume does.
+   * Decides the request in Redis as a RedisStore would, on the units its slices do not cover,
+   * and refills them in the same call. What each slice holds toward the cost is set aside
+   * meanwhile, so that decisions made beside it neither count it twice nor lose it. On a
+   * Cluster, the keys' slots are decided one after another in ascending order; a refusal gives
+   * back what the earlier ones charged, as a RedisStore's consume does.
    */
   async decide(request: StoreRequest, leases: readonly Lease[], now: number): Promise<StoreResult> {
     const { book, cluster } = this.context
     const { cost } = request
     this.roundTrips++
     const time = this.context.timeOf(now)
+    // One round trip under way on a key refills its slice to its size: those beside it ask only
+    // for headroom on their own cost, or a burst of them would each reserve a whole slice.
+    const wants = leases.map((lease) => book.sliceSize(lease, cost, lease.inFlight > 0))
+    const held = leases.map((lease) => {
+      const units = Math.min(lease.slice, cost)
+      lease.slice -= units
+      lease.inFlight++
+      return { units, at: lease.sliceAt }
+    })
     const taken = leases.map((lease) => {
       const given = lease.given
-      if (lease.slice > 0) given.push(lease.sliceAt, -lease.slice)
-      lease.slice = 0
       lease.given = []
-      lease.inFlight++
       return given
     })
-    const wants = leases.map((lease) => book.sliceSize(lease, cost))
     const groups = cluster ? groupBySlot(leases.map((lease) => lease.key)) : [leases.map((_, i) => i)]
     const answers: Array<StoreWindowResult[] | undefined> = new Array(leases.length)
     const charged: Array<{ indices: number[]; at: number }> = []
@@ -62,8 +68,10 @@ export class LeaseExchange {
     try {
       for (const group of groups) {
         const keys = group.map((i) => (leases[i] as Lease).key)
-        const entries = group.map((i) => entryOf(leases[i] as Lease, wants[i] as number, taken[i] as number[]))
-        const reply = await this.call(keys, String(cost), time, undefined, entries)
+        const entries = group.map((i) =>
+          entryOf(leases[i] as Lease, wants[i] as number, cost - (held[i] as Held).units, taken[i] as number[]),
+        )
+        const reply = await this.call(keys, 'decide', time, undefined, entries)
         for (const i of group) taken[i] = []
         const at = time === '-' ? reply.serverMs : now
         nowMs = at
@@ -81,19 +89,21 @@ export class LeaseExchange {
         charged.push({ indices: group, at })
       }
     } catch (error) {
-      // Units not delivered are given back at the next sync.
+      // Units not delivered are given back at the next sync; those set aside go back to the slices.
       leases.forEach((lease, i) => {
-        for (let s = 0; s < (taken[i] as number[]).length; s += 2) {
-          book.give(lease, (taken[i] as number[])[s] as number, -((taken[i] as number[])[s + 1] as number))
-        }
+        const given = taken[i] as number[]
+        for (let s = 0; s < given.length; s += 2) book.give(lease, given[s] as number, -(given[s + 1] as number))
       })
-      if (charged.length > 0) this.giveBackCharges(leases, charged, cost)
+      this.restore(leases, held)
+      if (charged.length > 0) this.giveBackCharges(leases, charged, held, cost)
       throw error
     } finally {
       for (const lease of leases) lease.inFlight--
     }
-    if (!allowed && charged.length > 0) await this.undo(leases, charged, cost, time)
-    if (allowed) {
+    if (!allowed) {
+      this.restore(leases, held)
+      if (charged.length > 0) await this.undo(leases, charged, held, cost, time)
+    } else {
       for (const lease of leases) {
         lease.admitted += cost
         book.listed.add(lease)
@@ -102,10 +112,22 @@ export class LeaseExchange {
     const windows: StoreWindowResult[] = []
     leases.forEach((lease, i) => {
       const answered = answers[i]
-      if (answered !== undefined) windows.push(...answered)
-      else for (const window of lease.target.windows) windows.push(lease.model.answer(lease.state, window, nowMs, cost))
+      if (answered === undefined) {
+        for (const window of lease.target.windows) windows.push(lease.model.answer(lease.state, window, nowMs, cost))
+        return
+      }
+      // Redis counts this process's slice as used; the slice is this process's to admit.
+      for (const window of answered) windows.push({ ...window, remaining: window.remaining + lease.slice })
     })
     return { allowed, nowMs, windows }
+  }
+
+  /** Units set aside toward a decision that was not made, back to their slices. */
+  private restore(leases: readonly Lease[], held: readonly Held[]): void {
+    leases.forEach((lease, i) => {
+      const { units, at } = held[i] as Held
+      if (units > 0) this.context.book.grant(lease, units, at)
+    })
   }
 
   /**
@@ -129,7 +151,7 @@ export class LeaseExchange {
       book.expire(lease, now, margin)
       const size = book.resize(lease, now, closing)
       sending.push(lease.given)
-      entries.push(entryOf(lease, Math.max(0, size - lease.slice), lease.given))
+      entries.push(entryOf(lease, Math.max(0, size - lease.slice), 0, lease.given))
       lease.given = []
       lease.inFlight++
     }
@@ -170,16 +192,20 @@ export class LeaseExchange {
   private async undo(
     leases: readonly Lease[],
     charged: ReadonlyArray<{ indices: number[]; at: number }>,
+    held: readonly Held[],
     cost: number,
     time: string,
   ): Promise<void> {
     for (const { indices, at } of charged) {
       const keys = indices.map((i) => (leases[i] as Lease).key)
-      const entries = indices.map((i) => entryOf(leases[i] as Lease, 0, [at, -cost]))
+      const entries = indices.map((i) => {
+        const need = cost - (held[i] as Held).units
+        return entryOf(leases[i] as Lease, 0, 0, need > 0 ? [at, -need] : [])
+      })
       try {
         await this.call(keys, '-', time, undefined, entries)
       } catch {
-        for (const i of indices) this.context.book.give(leases[i] as Lease, at, cost)
+        this.giveBackCharges(leases, [{ indices, at }], held, cost)
       }
     }
   }
@@ -187,14 +213,17 @@ export class LeaseExchange {
   private giveBackCharges(
     leases: readonly Lease[],
     charged: ReadonlyArray<{ indices: number[]; at: number }>,
+    held: readonly Held[],
     cost: number,
   ): void {
-    for (const { indices, at } of charged) for (const i of indices) this.context.book.give(leases[i] as Lease, at, cost)
+    for (const { indices, at } of charged) {
+      for (const i of indices) this.context.book.give(leases[i] as Lease, at, cost - (held[i] as Held).units)
+    }
   }
 
   private async call(
     keys: readonly string[],
-    cost: string,
+    decision: 'decide' | '-',
     time: string,
     heartbeat: readonly [string, string] | undefined,
     entries: readonly string[],
@@ -205,11 +234,11 @@ export class LeaseExchange {
       allKeys.length,
       ...allKeys,
       time,
-      cost,
+      decision,
       heartbeat ? heartbeat[1] : '',
       ...entries,
     )
-    const reply = readLeaseReply(raw, entries, cost !== '-')
+    const reply = readLeaseReply(raw, entries, decision === 'decide')
     this.context.answered(reply.serverMs, sentAt)
     return reply
   }
@@ -228,10 +257,19 @@ interface LeaseReply {
   entries: EntryAnswer[]
 }
 
-/** A lease's entry in the script's ARGV: its rule, the units it asks for, the units it gives back. */
-function entryOf(lease: Lease, want: number, given: readonly number[]): string {
+/** Units of a slice set aside toward a decision under way, and when they were reserved. */
+interface Held {
+  units: number
+  at: number
+}
+
+/**
+ * A lease's entry in the script's ARGV: its rule, the units it asks for, the units a decision
+ * needs of Redis on it, the units it gives back.
+ */
+function entryOf(lease: Lease, want: number, need: number, given: readonly number[]): string {
   const { algorithm, windows } = lease.target
-  return `${ruleTextOf(algorithm, windows)}|${want}|${given.join(' ')}`
+  return `${ruleTextOf(algorithm, windows)}|${want}|${need}|${given.join(' ')}`
 }
 
 function readLeaseReply(raw: unknown, entries: readonly string[], decides: boolean): LeaseReply {
@@ -256,8 +294,7 @@ function readLeaseReply(raw: unknown, entries: readonly string[], decides: boole
         const remaining = raw[at] as number | string
         const fitsAt = raw[at + 2] as number
         windows.push({
-          // The script answered for the cost plus the units reserved: those are this process's to admit.
-          remaining: Number(remaining) + reserved,
+          remaining: Number(remaining),
           resetAtMs: raw[at + 1] as number,
           fitsAtMs: fitsAt < 0 ? Number.POSITIVE_INFINITY : fitsAt,
         })
