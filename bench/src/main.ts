@@ -12,6 +12,7 @@ import { decisionUnits, measureDecisions } from './measures/decisions.js'
 import { exactnessUnits, measureExactness } from './measures/exactness.js'
 import { httpUnits, measureHttp } from './measures/http.js'
 import { latencyUnits, measureLatency } from './measures/latency.js'
+import { measureMetricsCost, metricsCostUnits } from './measures/metrics-cost.js'
 import { measureRedisBenchmark, redisBenchmarkUnits } from './measures/redis-benchmark.js'
 import { commandUnits, measureCommands } from './measures/redis-commands.js'
 import { Progress } from './progress.js'
@@ -70,6 +71,7 @@ const units = {
   bytes: bytesUnits(config),
   exactness: exactnessUnits(config),
   'redis-benchmark': redisBenchmarkUnits(config),
+  metrics: metricsCostUnits(config),
 } satisfies Record<MeasureName, number>
 const progress = new Progress([...only].reduce((sum, name) => sum + units[name], 0))
 
@@ -97,6 +99,7 @@ try {
     exactness: only.has('exactness') ? await measureExactness(context) : [],
     redisBenchmark: only.has('redis-benchmark') ? await measureRedisBenchmark(context) : [],
     http: only.has('http') ? await measureHttp(context) : [],
+    metrics: only.has('metrics') ? await measureMetricsCost(context) : [],
   }
   progress.stop()
   results.finishedAt = new Date().toISOString()

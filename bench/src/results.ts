@@ -5,6 +5,7 @@ import type { DecisionCell } from './measures/decisions.js'
 import type { ExactnessCell } from './measures/exactness.js'
 import type { HttpCell } from './measures/http.js'
 import type { LatencyCell } from './measures/latency.js'
+import type { MetricsCostCell } from './measures/metrics-cost.js'
 import type { RedisBenchmarkCell } from './measures/redis-benchmark.js'
 import type { CommandCell } from './measures/redis-commands.js'
 
@@ -22,9 +23,19 @@ export interface BenchResults {
   bytes: BytesCell[]
   exactness: ExactnessCell[]
   redisBenchmark: RedisBenchmarkCell[]
+  metrics: MetricsCostCell[]
 }
 
-export const MEASURES = ['decisions', 'latency', 'commands', 'http', 'bytes', 'exactness', 'redis-benchmark'] as const
+export const MEASURES = [
+  'decisions',
+  'latency',
+  'commands',
+  'http',
+  'bytes',
+  'exactness',
+  'redis-benchmark',
+  'metrics',
+] as const
 export type MeasureName = (typeof MEASURES)[number]
 
 /** Where each measure's cells are kept in the results. */
@@ -36,4 +47,5 @@ export const RESULT_KEY = {
   bytes: 'bytes',
   exactness: 'exactness',
   'redis-benchmark': 'redisBenchmark',
+  metrics: 'metrics',
 } as const satisfies Record<MeasureName, keyof BenchResults>

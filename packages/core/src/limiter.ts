@@ -5,6 +5,7 @@ import { callSettingsOf, type DecisionOptions, type ResetOptions, resetsParents 
 import { identifiersOf, planOf, ruleOf, targetsOf } from './decision-plan.js'
 import { TollgateError } from './errors.js'
 import { type LimiterOptions, limiterConfigOf } from './limiter-config.js'
+import type { DecisionObserver } from './metrics/decision-observer.js'
 import type { Rule, RulesOptions } from './rules.js'
 import { type LimiterEvents, StoreCaller } from './store-caller.js'
 import { MemoryStore } from './stores/memory-store.js'
@@ -28,6 +29,12 @@ export interface Limiter<Name extends string = string> extends EventEmitter<Limi
   reset(rule: Name, identifiers: string | readonly string[], options?: ResetOptions): Promise<void>
   /** Refuses new calls, waits for those in flight, then closes the store. */
   close(): Promise<void>
+  /**
+   * Shows every `consume` decision and every store failure to `observer` from now on, such as a
+   * `DecisionCounts` that metrics read; returns the function that detaches it.
+   * @example const detach = limiter.observe(new DecisionCounts())
+   */
+  observe(observer: DecisionObserver): () => void
   /** The resolved rules, by name. */
   readonly rules: ReadonlyMap<string, Rule>
   /** The store deciding, so that other limiters can share it. */
@@ -95,6 +102,7 @@ export function createLimiter<const Rules extends RulesOptions>(
         return caller.reset(targetsOf(chain, ids), config.storeTimeoutMs)
       },
       close: () => caller.close(),
+      observe: (observer: DecisionObserver) => caller.observers.add(observer),
     },
   )
   return limiter

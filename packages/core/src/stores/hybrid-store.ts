@@ -49,6 +49,12 @@ export interface HybridStats {
   mode: 'synced' | 'degraded'
   /** Keys dropped by `maxTrackedKeys` with units not yet pushed: those units never reach Redis. */
   evictedUnsynced: number
+  /**
+   * Every sync's `overAdmitted` since the store was made, by rule: units this process pushed
+   * above a window's limit. Rules that never over-admitted are absent.
+   * @example new Map([['api', 12]])
+   */
+  overAdmittedByRule: ReadonlyMap<string, number>
 }
 
 export interface HybridStoreEvents {
@@ -91,6 +97,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private degradedNoticed = false
   private outage: OutageTable | undefined
   private evictedUnsynced = 0
+  private readonly overAdmittedByRule = new Map<string, number>()
   private syncing: Promise<SyncReport> | undefined
   private timer: NodeJS.Timeout | undefined
   private closed = false
@@ -230,6 +237,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       instances: this.instances,
       mode: now - since > this.config.outageAfterMs ? 'degraded' : 'synced',
       evictedUnsynced: this.evictedUnsynced,
+      overAdmittedByRule: new Map(this.overAdmittedByRule),
     }
   }
 
@@ -401,12 +409,17 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         return
       }
       overAdmitted += value.overAdmitted
+      if (value.overAdmitted > 0) this.overAdmitted(slots.shape(slot).rule, value.overAdmitted)
       this.applySynced(slot, value.before, value.after, syncedAt)
     })
     if (answer.instances !== undefined) this.instances = Math.max(1, answer.instances)
     return keyError
       ? { overAdmitted, instances: answer.instances, keyError }
       : { overAdmitted, instances: answer.instances }
+  }
+
+  private overAdmitted(rule: string, units: number): void {
+    this.overAdmittedByRule.set(rule, (this.overAdmittedByRule.get(rule) ?? 0) + units)
   }
 
   /** Puts a failed push's units back before those admitted since, for the next sync. */
