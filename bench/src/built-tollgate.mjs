@@ -15,6 +15,8 @@ const PACKAGES = {
   express: '@tollgate/express',
   fastify: '@tollgate/fastify',
   koa: '@tollgate/koa',
+  prometheus: '@tollgate/prometheus',
+  opentelemetry: '@tollgate/opentelemetry',
 }
 
 if (process.env.TOLLGATE_BENCH_FROM !== 'source') {
@@ -35,7 +37,7 @@ if (process.env.TOLLGATE_BENCH_FROM !== 'source') {
       format: 'esm',
       target: 'node20',
       // The bench's own copies, as an application's would be; @tollgate/core stays one module.
-      external: ['ioredis', 'express', 'fastify', 'koa', '@tollgate/core'],
+      external: ['ioredis', 'express', 'fastify', 'koa', 'prom-client', '@opentelemetry/api', '@tollgate/core'],
       banner: {
         js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
       },

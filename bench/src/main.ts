@@ -13,6 +13,7 @@ import { exactnessUnits, measureExactness } from './measures/exactness.js'
 import { httpUnits, measureHttp } from './measures/http.js'
 import { latencyUnits, measureLatency } from './measures/latency.js'
 import { liveRulesUnits, measureLiveRules } from './measures/live-rules.js'
+import { measureMetricsCost, metricsCostUnits } from './measures/metrics-cost.js'
 import { measureRedisBenchmark, redisBenchmarkUnits } from './measures/redis-benchmark.js'
 import { commandUnits, measureCommands } from './measures/redis-commands.js'
 import { Progress } from './progress.js'
@@ -72,6 +73,7 @@ const units = {
   exactness: exactnessUnits(config),
   'redis-benchmark': redisBenchmarkUnits(config),
   'live-rules': liveRulesUnits(config),
+  metrics: metricsCostUnits(config),
 } satisfies Record<MeasureName, number>
 const progress = new Progress([...only].reduce((sum, name) => sum + units[name], 0))
 
@@ -100,6 +102,7 @@ try {
     redisBenchmark: only.has('redis-benchmark') ? await measureRedisBenchmark(context) : [],
     http: only.has('http') ? await measureHttp(context) : [],
     liveRules: only.has('live-rules') ? await measureLiveRules(context) : [],
+    metrics: only.has('metrics') ? await measureMetricsCost(context) : [],
   }
   progress.stop()
   results.finishedAt = new Date().toISOString()

@@ -6,6 +6,7 @@ import type { ExactnessCell } from './measures/exactness.js'
 import type { HttpCell } from './measures/http.js'
 import type { LatencyCell } from './measures/latency.js'
 import type { LiveRulesCell } from './measures/live-rules.js'
+import type { MetricsCostCell } from './measures/metrics-cost.js'
 import type { RedisBenchmarkCell } from './measures/redis-benchmark.js'
 import type { CommandCell } from './measures/redis-commands.js'
 
@@ -24,6 +25,7 @@ export interface BenchResults {
   exactness: ExactnessCell[]
   redisBenchmark: RedisBenchmarkCell[]
   liveRules: LiveRulesCell[]
+  metrics: MetricsCostCell[]
 }
 
 export const MEASURES = [
@@ -35,6 +37,7 @@ export const MEASURES = [
   'exactness',
   'redis-benchmark',
   'live-rules',
+  'metrics',
 ] as const
 export type MeasureName = (typeof MEASURES)[number]
 
@@ -48,4 +51,5 @@ export const RESULT_KEY = {
   exactness: 'exactness',
   'redis-benchmark': 'redisBenchmark',
   'live-rules': 'liveRules',
+  metrics: 'metrics',
 } as const satisfies Record<MeasureName, keyof BenchResults>

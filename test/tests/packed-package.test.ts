@@ -13,6 +13,9 @@ const coreDir = join(repoRoot, 'packages/core')
 /** Value exports only (types vanish at runtime): a change here is a change to the public API. */
 const PUBLIC_EXPORTS = [
   'ALGORITHMS',
+  'DECISION_OUTCOMES',
+  'DEFAULT_DURATION_BUCKETS',
+  'DecisionCounts',
   'HEADERS_FORMATS',
   'HybridStore',
   'LiveRules',
@@ -20,7 +23,9 @@ const PUBLIC_EXPORTS = [
   'MAX_IDENTIFIERS',
   'MAX_WINDOWS_PER_RULE',
   'MemoryStore',
+  'OTHER_RULES',
   'RedisStore',
+  'STORE_ERROR_KINDS',
   'TollgateArgumentError',
   'TollgateConfigError',
   'TollgateError',
@@ -28,6 +33,7 @@ const PUBLIC_EXPORTS = [
   'createLimiter',
   'createRateLimit',
   'createRouteRateLimit',
+  'decisionOutcome',
   'ipIdentifier',
   'loadRules',
   'parseDuration',

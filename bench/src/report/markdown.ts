@@ -3,6 +3,8 @@ import { CONTENDERS } from '../contenders/index.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
 import type { DecisionScenario } from '../measures/decisions.js'
+import { costsOf, METRICS_IN_FLIGHT, METRICS_RULE_COUNTS } from '../measures/metrics-cost.js'
+import { METRICS_VARIANTS } from '../metrics-decider.js'
 import type { BenchResults } from '../results.js'
 import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
@@ -119,6 +121,41 @@ function latencySection(results: BenchResults): string {
     '## 6. Latency of one in-process decision',
     `Each memory contender's own call (section 1), 1 window × 1 identifier over 10,000 identifiers, made and awaited one at a time: ${integer(c.decisions)} decisions timed with \`process.hrtime.bigint()\` from the call to the code after its \`await\`, ${c.repetitions} repetition${c.repetitions === 1 ? '' : 's'} in a rotated order after a warm-up of ${integer(c.warmupDecisions)}; medians over the repetitions. Every sample includes the timer and one turn of the microtask queue: an awaited call that does nothing measures ${decimal(floor)} µs at p50 here.`,
     table(['contender', 'p50 µs', 'p99 µs', 'errors'], rows, ['l', 'r', 'r', 'r']),
+  ].join('\n\n')
+}
+
+function metricsSection(results: BenchResults): string {
+  if (results.metrics.length === 0) return ''
+  const c = results.config.metrics
+  const rows = METRICS_RULE_COUNTS.flatMap((rules) =>
+    METRICS_VARIANTS.flatMap((variant) => {
+      const cell = results.metrics.find((m) => m.variant === variant && m.rules === rules)
+      if (!cell) return []
+      const cpu = median(cell.cpuNsPerDecision)
+      const wall = median(cell.nsPerDecision)
+      const costs = costsOf(results.metrics, variant, rules)
+      return [
+        [
+          `${rules} rule${rules === 1 ? '' : 's'}`,
+          variant === 'none' ? 'nothing attached' : `\`${variant}\``,
+          `${decimal(cpu, 0)} ${spread(cell.cpuNsPerDecision, cpu)}`.trim(),
+          `${decimal(wall, 0)} ${spread(cell.nsPerDecision, wall)}`.trim(),
+          variant === 'none'
+            ? ''
+            : `${decimal(median(costs), 1)} (${decimal(Math.min(...costs), 1)} to ${decimal(Math.max(...costs), 1)})`,
+          cell.errors > 0 ? integer(cell.errors) : '0',
+        ],
+      ]
+    }),
+  )
+  return [
+    '## 7. What metrics cost a decision',
+    `The same in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) with nothing attached, with \`prometheusMetrics\` (one decision in 100 timed) and with \`openTelemetryMetrics\` on the global no-op MeterProvider (span attributes on, no active span), each in a process of its own; ${c.repetitions} repetitions of ${c.measureMs} ms each, the processes taking turns in a rotated order, after a warm-up of ${c.warmupMs} ms. With 8 rules, decisions take the rules in turn, so that each decision finds its rule's counts anew. The cost is the difference in CPU time per decision against nothing attached within each repetition: the median, then the range over the repetitions.`,
+    table(
+      ['rules', 'metrics', 'CPU ns per decision', 'wall ns per decision', 'cost, CPU ns per decision', 'errors'],
+      rows,
+      ['l', 'l', 'r', 'r', 'r', 'r'],
+    ),
   ].join('\n\n')
 }
 
@@ -314,6 +351,7 @@ export function markdownOf(results: BenchResults, charts: readonly string[]): st
     exactnessSection(results),
     latencySection(results),
     liveRulesSection(results),
+    metricsSection(results),
     charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
   ]
   return `${sections.filter((s) => s !== '').join('\n\n')}\n`

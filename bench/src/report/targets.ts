@@ -1,5 +1,6 @@
 import { labelOf } from '../contenders/contender.js'
 import type { LatencyCell } from '../measures/latency.js'
+import { costsOf, METRICS_RULE_COUNTS } from '../measures/metrics-cost.js'
 import type { BenchResults } from '../results.js'
 import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, type KeySpread } from '../workload.js'
@@ -229,6 +230,28 @@ function liveRulesTargets(results: BenchResults): TargetRow[] {
   return rows
 }
 
+/** What counting a decision for metrics may add to it, ns. */
+const METRICS_COST_NS = 10
+
+function metricsTargets(results: BenchResults): TargetRow[] {
+  if (results.metrics.length === 0) return []
+  const costs = METRICS_RULE_COUNTS.map((rules) => ({
+    rules,
+    ns: median(costsOf(results.metrics, 'prometheus', rules)),
+  }))
+  const worst = Math.max(...costs.map((cost) => cost.ns))
+  return [
+    {
+      target: `metrics on the decision path: prometheusMetrics attached adds ≤ ${METRICS_COST_NS} ns to an in-process decision`,
+      measured: costs
+        .map((cost) => `${cost.rules} rule${cost.rules === 1 ? '' : 's'} ${decimal(cost.ns, 1)} ns`)
+        .join(', '),
+      ratio: METRICS_COST_NS / Math.max(worst, 1),
+      met: worst <= METRICS_COST_NS,
+    },
+  ]
+}
+
 export function targetsOf(results: BenchResults): TargetRow[] {
   return [
     ...decisionTargets(results),
@@ -238,5 +261,6 @@ export function targetsOf(results: BenchResults): TargetRow[] {
     ...bytesTargets(results),
     ...exactnessTargets(results),
     ...liveRulesTargets(results),
+    ...metricsTargets(results),
   ]
 }

@@ -2,18 +2,28 @@ import { randomUUID } from 'node:crypto'
 import { byIpAndUser, type ClientView, type Limiter, userIdentifier } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
 import express, { type Request, type RequestHandler } from 'express'
+import type { Registry } from 'prom-client'
 
 export interface AppOptions {
   /** Made from `rules.ts`; the app never closes it. */
   limiter: Limiter
+  /** When given, served at `GET /metrics` for Prometheus to scrape. */
+  registry?: Registry
 }
 
-export function createApp({ limiter }: AppOptions): express.Express {
+export function createApp({ limiter, registry }: AppOptions): express.Express {
   const app = express()
 
   app.get('/health', (_req, res) => {
     res.json({ ok: true })
   })
+
+  if (registry) {
+    // Not limited: the scraper must always get through. In production, serve it on a port only it reaches.
+    app.get('/metrics', async (_req, res) => {
+      res.type(registry.contentType).send(await registry.metrics())
+    })
+  }
 
   app.post(
     '/login',

@@ -1,15 +1,20 @@
 import { createLimiter, RedisStore } from '@tollgate/core'
+import { prometheusMetrics } from '@tollgate/prometheus'
 import { Redis } from 'ioredis'
+import { collectDefaultMetrics, Registry } from 'prom-client'
 import { createApp } from './app.js'
 import { rules } from './rules.js'
 
 const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined
 // Without a store the limiter counts in memory, for this process only.
 const limiter = createLimiter({ rules, ...(redis ? { store: new RedisStore({ client: redis }) } : {}) })
+const registry = new Registry()
+collectDefaultMetrics({ register: registry })
+prometheusMetrics(limiter, { registry })
 const port = Number(process.env.PORT ?? 3000)
 const base = `127.0.0.1:${port}`
 
-const server = createApp({ limiter }).listen(port, '127.0.0.1', () => {
+const server = createApp({ limiter, registry }).listen(port, '127.0.0.1', () => {
   const store = redis ? `the Redis store (${process.env.REDIS_URL})` : 'the in-memory store'
   console.log(`Tollgate Express example on http://${base} with ${store}. Ctrl-C stops it.
 
@@ -21,6 +26,9 @@ A read for user 1, counted under api.read and its parent api:
 
 Two uploads of 600 KB: the second would go over 1,000,000 bytes per minute:
   for i in 1 2; do head -c 600000 /dev/zero | curl -si -X POST ${base}/upload -H 'content-type: application/octet-stream' --data-binary @- | grep -iE '^(HTTP|ratelimit|retry-after)'; done
+
+What the limiter counted, as Prometheus scrapes it:
+  curl -s ${base}/metrics | grep -E '^tollgate_(decisions|window_denials)_total'
 `)
 })
 

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { createLimiter, type Limiter, MemoryStore, RedisStore, type Store } from '@tollgate/core'
+import { prometheusMetrics } from '@tollgate/prometheus'
 import type { Express } from 'express'
 import { Redis } from 'ioredis'
+import { Registry } from 'prom-client'
 import request from 'supertest'
 import { afterEach, describe, expect, inject, it } from 'vitest'
 import '@tollgate/test-support/provided-context'
@@ -115,6 +117,23 @@ describe('express example', () => {
       .send(Buffer.alloc(600_000))
       .expect(200, { received: 600_000 })
     expect(declared.headers.ratelimit).toBe('"upload.bytes-60s";r=400000;t=60')
+  })
+
+  it('serves what the limiter counted at /metrics, unlimited', async () => {
+    limiter = createLimiter({ store: new MemoryStore({ clock }), rules })
+    const registry = new Registry()
+    prometheusMetrics(limiter, { registry })
+    const app = createApp({ limiter, registry })
+    for (let i = 0; i < 6; i++) await login(app, 'carol')
+    const res = await request(app).get('/metrics').expect(200)
+
+    expect(res.headers['content-type']).toMatch(/^text\/plain/)
+    expect(res.headers.ratelimit).toBeUndefined()
+    const lines = res.text.split('\n')
+    expect(lines).toContain('tollgate_decisions_total{rule="auth.createToken",outcome="allowed"} 5')
+    expect(lines).toContain('tollgate_decisions_total{rule="auth.createToken",outcome="limited"} 1')
+    expect(lines).toContain('tollgate_window_denials_total{rule="auth.createToken",window="3s"} 1')
+    expect(res.text).not.toContain('carol')
   })
 
   it('does not limit /health', async () => {

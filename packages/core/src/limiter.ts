@@ -7,6 +7,7 @@ import { TollgateError } from './errors.js'
 import { type ActiveRules, type LimiterConfig, type LimiterOptions, limiterConfigOf } from './limiter-config.js'
 import type { LiveRules } from './live-rules/live-rules.js'
 import type { RulesFollower } from './live-rules/source.js'
+import type { DecisionObserver } from './metrics/decision-observer.js'
 import type { Rule, RulesOptions, WarningHandler } from './rules.js'
 import { type LimiterEvents, StoreCaller } from './store-caller.js'
 import { MemoryStore } from './stores/memory-store.js'
@@ -30,6 +31,12 @@ export interface Limiter<Name extends string = string> extends EventEmitter<Limi
   reset(rule: Name, identifiers: string | readonly string[], options?: ResetOptions): Promise<void>
   /** Refuses new calls, waits for those in flight, then closes the store. */
   close(): Promise<void>
+  /**
+   * Shows every `consume` decision and every store failure to `observer` from now on, such as a
+   * `DecisionCounts` that metrics read; returns the function that detaches it.
+   * @example const detach = limiter.observe(new DecisionCounts())
+   */
+  observe(observer: DecisionObserver): () => void
   /** The resolved rules, by name: with live rules, the set in force now. */
   readonly rules: ReadonlyMap<string, Rule>
   /** The store deciding, so that other limiters can share it. */
@@ -120,6 +127,7 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
         unfollow()
         return caller.close()
       },
+      observe: (observer: DecisionObserver) => caller.observers.add(observer),
     },
   )
   return limiter

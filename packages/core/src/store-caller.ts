@@ -5,9 +5,10 @@ import { type DecisionPlan, decisionOf, fallbackDecisionOf } from './decision-pl
 import { TollgateError } from './errors.js'
 import { FailOpenNotice } from './fail-open-notice.js'
 import type { RuleRejection, RulesChange } from './live-rules/source.js'
+import { NOT_OBSERVED, Observers } from './metrics/observers.js'
 import type { WarningHandler } from './rules.js'
 import { storeFailureDecision } from './store-error-policy.js'
-import { asStoreError, isStoreDown } from './store-errors.js'
+import { asStoreError, isStoreDown, storeErrorKindOf } from './store-errors.js'
 import { StoreWait, type WaitHandler } from './store-wait.js'
 import { MemoryStore } from './stores/memory-store.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from './stores/store.js'
@@ -32,9 +33,10 @@ export interface LimiterEvents {
  * store, through a receiver, or by a promise), bounds the wait, keeps the circuit breaker,
  * reports failures as `store-error` events, takes back a charge that came too late, and turns a
  * failure into the decision of the plan's policy. It also counts the calls in flight, so that
- * closing waits for them.
+ * closing waits for them, and shows every `consume` decision and store failure to the observers.
  */
 export class StoreCaller {
+  readonly observers = new Observers()
   private readonly breaker: CircuitBreaker
   private readonly notice: FailOpenNotice
   private readonly evaluateSync: ((request: StoreRequest) => StoreResult | undefined) | undefined
@@ -78,25 +80,32 @@ export class StoreCaller {
    */
   decide(plan: DecisionPlan): Promise<Decision> {
     const { evaluateSync } = this
+    const startedAt = this.observers.begin(plan.request.operation)
     // An in-process store answers at once: no timer, no breaker, no promise until the end.
     if (evaluateSync !== undefined) {
       try {
         const decision = this.decideInProcess(plan, evaluateSync)
-        if (decision !== undefined) return Promise.resolve(decision)
+        if (decision !== undefined) return Promise.resolve(this.delivered(plan, decision, startedAt))
       } catch (error) {
         return Promise.reject(error)
       }
     }
     if (!this.breaker.tryAcquire()) {
       try {
-        return Promise.resolve(this.decisionWithoutStore(plan, this.breakerOpenError()))
+        this.observers.storeFailed('breaker_open')
+        return Promise.resolve(
+          this.delivered(plan, this.decisionWithoutStore(plan, this.breakerOpenError()), startedAt),
+        )
       } catch (error) {
         return Promise.reject(error)
       }
     }
     this.inFlight++
     return new Promise<Decision>((resolve, reject) => {
-      const wait = new StoreWait<StoreResult>(plan.storeTimeoutMs, new PendingDecision(this, plan, resolve, reject))
+      const wait = new StoreWait<StoreResult>(
+        plan.storeTimeoutMs,
+        new PendingDecision(this, plan, resolve, reject, startedAt),
+      )
       const { request } = plan
       try {
         if (this.evaluateInto) this.evaluateInto(request, wait)
@@ -114,7 +123,10 @@ export class StoreCaller {
 
   /** Forgets exactly these targets. Failures reject (code `TG_STORE`), after `timeoutMs` at the latest. */
   reset(targets: readonly StoreTarget[], timeoutMs: number): Promise<void> {
-    if (!this.breaker.tryAcquire()) return Promise.reject(this.breakerOpenError())
+    if (!this.breaker.tryAcquire()) {
+      this.observers.storeFailed('breaker_open')
+      return Promise.reject(this.breakerOpenError())
+    }
     this.inFlight++
     return new Promise<void>((resolve, reject) => {
       const wait = new StoreWait<void>(timeoutMs, new PendingReset(this, resolve, reject))
@@ -142,6 +154,12 @@ export class StoreCaller {
       await this.store.close()
     })
     return this.closed
+  }
+
+  /** The decision, once the observers have seen it; `startedAt` is what `observers.begin` returned. */
+  delivered(plan: DecisionPlan, decision: Decision, startedAt: number): Decision {
+    if (startedAt !== NOT_OBSERVED) this.observers.end(plan.rule, decision, startedAt)
+    return decision
   }
 
   callEnded(): void {
@@ -177,6 +195,7 @@ export class StoreCaller {
       if (isStoreDown(error)) this.breaker.failure(error)
       else this.breaker.inconclusive()
     }
+    this.observers.storeFailed(storeErrorKindOf(cause, error))
     this.events.emit('store-error', error)
     return error
   }
@@ -190,7 +209,11 @@ export class StoreCaller {
   // request through, take that charge back so a refused request consumes nothing.
   lateAnswer(plan: DecisionPlan, result: StoreResult): void {
     if (plan.policy === 'allow' || !result.allowed || !result.revert) return
-    result.revert().catch((error: unknown) => this.events.emit('store-error', asStoreError(error)))
+    result.revert().catch((error: unknown) => {
+      const storeError = asStoreError(error)
+      this.observers.storeFailed(storeErrorKindOf(error, storeError))
+      this.events.emit('store-error', storeError)
+    })
   }
 
   /** The decision of a store that keeps its state in the process; undefined when it needs the shared store. */
@@ -254,13 +277,15 @@ class PendingDecision implements WaitHandler<StoreResult> {
     private readonly plan: DecisionPlan,
     private readonly resolve: (decision: Decision) => void,
     private readonly reject: (error: unknown) => void,
+    /** What `observers.begin` returned for this decision. */
+    private readonly startedAt: number,
   ) {}
 
   answered(result: StoreResult): void {
     this.caller.callEnded()
     let decision: Decision
     try {
-      decision = this.caller.answerDecision(this.plan, result, true)
+      decision = this.caller.delivered(this.plan, this.caller.answerDecision(this.plan, result, true), this.startedAt)
     } catch (error) {
       this.reject(error)
       return
@@ -272,7 +297,7 @@ class PendingDecision implements WaitHandler<StoreResult> {
     this.caller.callEnded()
     let decision: Decision
     try {
-      decision = this.caller.failureDecision(this.plan, cause, true)
+      decision = this.caller.delivered(this.plan, this.caller.failureDecision(this.plan, cause, true), this.startedAt)
     } catch (error) {
       this.reject(error)
       return

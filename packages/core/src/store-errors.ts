@@ -1,4 +1,6 @@
 import { TollgateError } from './errors.js'
+import type { StoreErrorKind } from './metrics/decision-observer.js'
+import { isTimeout } from './store-wait.js'
 
 /**
  * Any store failure as a Tollgate error with code TG_STORE, the original kept as `cause`. When
@@ -33,4 +35,10 @@ export function isStoreDown(error: unknown): boolean {
 
 function messageOf(cause: unknown): string {
   return (cause as Error)?.message ?? String(cause)
+}
+
+/** The kind of a failure, `cause` as the store gave it and `error` as reported. */
+export function storeErrorKindOf(cause: unknown, error: TollgateError): StoreErrorKind {
+  if (isTimeout(cause)) return 'timeout'
+  return isStoreDown(error) ? 'unavailable' : 'key'
 }

@@ -58,6 +58,14 @@ class Cohort {
   }
 }
 
+/** The errors of waits that timed out: told apart from the store's own failures without reading messages. */
+const timeouts = new WeakSet<object>()
+
+/** Whether the error is the one a wait failed with because the store did not answer in time. */
+export function isTimeout(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && timeouts.has(error)
+}
+
 /** The latest cohort per timeout length; a few lengths at most in practice, bounded anyway. */
 const openCohorts = new Map<number, Cohort>()
 const MAX_OPEN_COHORTS = 64
@@ -115,6 +123,8 @@ export class StoreWait<T> {
   expire(): void {
     if (this.state !== 'waiting') return
     this.state = 'expired'
-    this.handler.failed(new TollgateError('TG_STORE', `the store did not answer within ${this.timeoutMs} ms`))
+    const error = new TollgateError('TG_STORE', `the store did not answer within ${this.timeoutMs} ms`)
+    timeouts.add(error)
+    this.handler.failed(error)
   }
 }

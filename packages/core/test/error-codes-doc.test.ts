@@ -15,7 +15,7 @@ function sources(dir: string): string[] {
 
 it('documents every error and warning code the packages use in docs/errors.md, and no other', () => {
   const used = new Set<string>()
-  for (const pkg of ['core', 'express', 'fastify', 'koa']) {
+  for (const pkg of ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry']) {
     for (const file of sources(join(repoRoot, 'packages', pkg, 'src'))) {
       for (const [, code] of readFileSync(file, 'utf8').matchAll(/'(TG_[A-Z_]+)'/g)) used.add(code as string)
     }

@@ -31,6 +31,8 @@ export interface LeaseChunkOutcome {
 export class LeaseExchange {
   /** Decisions that waited on Redis. */
   roundTrips = 0
+  /** The same, by the rule of each decision's first key. */
+  readonly roundTripsByRule = new Map<string, number>()
 
   constructor(private readonly context: LeaseContext) {}
 
@@ -45,6 +47,8 @@ export class LeaseExchange {
     const { book, cluster } = this.context
     const { cost } = request
     this.roundTrips++
+    const rule = request.targets[0]?.rule
+    if (rule !== undefined) this.roundTripsByRule.set(rule, (this.roundTripsByRule.get(rule) ?? 0) + 1)
     const time = this.context.timeOf(now)
     // One round trip under way on a key refills its slice to its size: those beside it ask only
     // for headroom on their own cost, or a burst of them would each reserve a whole slice.

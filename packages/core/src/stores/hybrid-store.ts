@@ -59,6 +59,14 @@ export interface HybridStats {
   leaseRoundTrips: number
   /** Strict mode: units this process holds reserved in Redis now (0 in approximate mode). */
   reservedUnits: number
+  /**
+   * Every sync's `overAdmitted` since the store was made, by rule: units this process pushed
+   * above a window's limit. Rules that never over-admitted are absent.
+   * @example new Map([['api', 12]])
+   */
+  overAdmittedByRule: ReadonlyMap<string, number>
+  /** Strict mode: `leaseRoundTrips` by the rule of the decision's first key (its own). */
+  leaseRoundTripsByRule: ReadonlyMap<string, number>
 }
 
 export interface HybridStoreEvents {
@@ -124,6 +132,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private degradedNoticed = false
   private outage: OutageTable | undefined
   private evictedUnsynced = 0
+  private readonly overAdmittedByRule = new Map<string, number>()
   private syncing: Promise<SyncReport> | undefined
   private timer: NodeJS.Timeout | undefined
   private closed = false
@@ -351,6 +360,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       evictedUnsynced: this.evictedUnsynced,
       leaseRoundTrips: this.exchange?.roundTrips ?? 0,
       reservedUnits: this.book?.reservedUnits() ?? 0,
+      overAdmittedByRule: new Map(this.overAdmittedByRule),
+      leaseRoundTripsByRule: new Map(this.exchange?.roundTripsByRule),
     }
   }
 
@@ -558,11 +569,16 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         return
       }
       overAdmitted += value.overAdmitted
+      if (value.overAdmitted > 0) this.overAdmitted(slots.shape(slot).rule, value.overAdmitted)
       this.applySynced(slot, value.before, value.after, syncedAt)
     })
     return keyError
       ? { overAdmitted, instances: answer.instances, keyError }
       : { overAdmitted, instances: answer.instances }
+  }
+
+  private overAdmitted(rule: string, units: number): void {
+    this.overAdmittedByRule.set(rule, (this.overAdmittedByRule.get(rule) ?? 0) + units)
   }
 
   /** Puts a failed push's units back before those admitted since, for the next sync. */

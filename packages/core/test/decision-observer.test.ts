@@ -1,0 +1,228 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import type { Decision } from '../src/decision.js'
+import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
+import { createLimiter, type Limiter } from '../src/limiter.js'
+import { DecisionCounts } from '../src/metrics/decision-counts.js'
+import type { DecisionObserver, StoreErrorKind } from '../src/metrics/decision-observer.js'
+import { DECISION_OUTCOMES, decisionOutcome } from '../src/metrics/outcomes.js'
+import type { Rule, WindowOptions } from '../src/rules.js'
+import { MemoryStore } from '../src/stores/memory-store.js'
+import type { Store, StoreRequest } from '../src/stores/store.js'
+
+/** Keeps every call it gets. */
+class Recorder implements DecisionObserver {
+  readonly decisions: Array<{ rule: Rule; decision: Decision; seconds: number }> = []
+  readonly failures: StoreErrorKind[] = []
+
+  constructor(readonly timeEvery = 0) {}
+
+  decided(rule: Rule, decision: Decision, seconds: number): void {
+    this.decisions.push({ rule, decision, seconds })
+  }
+
+  storeFailed(kind: StoreErrorKind): void {
+    this.failures.push(kind)
+  }
+}
+
+const windows = [{ limit: 2, period: '1m' }] satisfies WindowOptions[]
+let limiter: Limiter | undefined
+
+afterEach(async () => {
+  await limiter?.close()
+  limiter = undefined
+})
+
+describe('limiter.observe', () => {
+  it('shows every consume decision to the observer, with its resolved rule, and neither peeks nor refunds', async () => {
+    limiter = createLimiter({ rules: { api: { windows } } })
+    const recorder = new Recorder()
+    limiter.observe(recorder)
+    const first = await limiter.consume('api', 'ip:a')
+    await limiter.peek('api', 'ip:a')
+    await limiter.refund('api', 'ip:a')
+    const second = await limiter.consume('api', 'ip:a')
+
+    expect(recorder.decisions.map(({ decision }) => decision)).toEqual([first, second])
+    expect(recorder.decisions[0]?.rule).toBe(limiter.rules.get('api'))
+    expect(recorder.decisions.every(({ seconds }) => Number.isNaN(seconds))).toBe(true)
+  })
+
+  it('stops showing decisions once detached, and a second detach does nothing', async () => {
+    limiter = createLimiter({ rules: { api: { windows } } })
+    const recorder = new Recorder()
+    const detach = limiter.observe(recorder)
+    await limiter.consume('api', 'ip:a')
+    detach()
+    detach()
+    await limiter.consume('api', 'ip:a')
+    expect(recorder.decisions).toHaveLength(1)
+  })
+
+  it('shows each decision to every observer, timed at the smallest timeEvery', async () => {
+    limiter = createLimiter({ rules: { api: { windows: [{ limit: 100, period: '1m' }] } } })
+    const every3 = new Recorder(3)
+    const never = new Recorder(0)
+    const every5 = new Recorder(5)
+    for (const recorder of [every3, never, every5]) limiter.observe(recorder)
+    for (let i = 0; i < 9; i++) await limiter.consume('api', 'ip:a')
+
+    const timed = (recorder: Recorder) => recorder.decisions.map(({ seconds }) => !Number.isNaN(seconds))
+    const expected = [false, false, true, false, false, true, false, false, true]
+    expect(timed(every3)).toEqual(expected)
+    expect(timed(never)).toEqual(expected)
+    expect(timed(every5)).toEqual(expected)
+    expect(every3.decisions.filter(({ seconds }) => seconds >= 0 && seconds < 1)).toHaveLength(3)
+  })
+
+  it('times decisions on a store that answers later too', async () => {
+    const memory = new MemoryStore()
+    const store: Store = {
+      evaluate: (request: StoreRequest) => memory.evaluate(request),
+      reset: (targets) => memory.reset(targets),
+      close: () => memory.close(),
+    }
+    limiter = createLimiter({ store, rules: { api: { windows } } })
+    const recorder = new Recorder(1)
+    limiter.observe(recorder)
+    const decision = await limiter.consume('api', 'ip:a')
+    expect(recorder.decisions).toEqual([{ rule: limiter.rules.get('api'), decision, seconds: expect.any(Number) }])
+    expect(recorder.decisions[0]?.seconds).toBeGreaterThanOrEqual(0)
+  })
+
+  it('reports store failures by kind: unavailable, key, timeout, breaker_open', async () => {
+    const failures: Record<string, () => Promise<never>> = {
+      down: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6379')),
+      broken: () => Promise.reject(new TollgateError('TG_STORE', 'unreadable state', { storeDown: false })),
+      slow: () => new Promise<never>(() => {}),
+    }
+    const memory = new MemoryStore()
+    const store: Store = {
+      evaluate: (request: StoreRequest) =>
+        (failures[request.targets[0]?.rule ?? ''] ?? (() => memory.evaluate(request)))(),
+      reset: (targets) => memory.reset(targets),
+      close: () => memory.close(),
+    }
+    limiter = createLimiter({
+      store,
+      rules: { down: { windows }, broken: { windows }, slow: { windows } },
+      breaker: { failureThreshold: 2, probeAfterMs: 60_000 },
+      onWarning: () => {},
+    })
+    const recorder = new Recorder()
+    limiter.observe(recorder)
+    await limiter.consume('down', 'ip:a')
+    await limiter.consume('broken', 'ip:a')
+    await limiter.consume('slow', 'ip:a', { storeTimeoutMs: 1 })
+    expect(limiter.breakerState).toBe('open')
+    await limiter.consume('down', 'ip:a')
+
+    expect(recorder.failures).toEqual(['unavailable', 'key', 'timeout', 'breaker_open'])
+    expect(recorder.decisions.map(({ decision }) => decision.reason)).toEqual([
+      'store-error-allowed',
+      'store-error-allowed',
+      'store-error-allowed',
+      'store-error-allowed',
+    ])
+  })
+
+  it('refuses what is not an observer, and the same observer twice', () => {
+    limiter = createLimiter({ rules: { api: { windows } } })
+    const observe = (observer: unknown) => () => (limiter as Limiter).observe(observer as DecisionObserver)
+    expect(observe({ decided() {} })).toThrow(TollgateArgumentError)
+    expect(observe({ decided() {} })).toThrow(/decided and storeFailed methods, .* got \{\}/)
+    expect(observe({ decided() {}, storeFailed() {}, timeEvery: 0.5 })).toThrow(
+      /timeEvery must be a whole number ≥ 0 .*got 0\.5/,
+    )
+    const recorder = new Recorder()
+    limiter.observe(recorder)
+    expect(observe(recorder)).toThrow(/attached already/)
+  })
+
+  it('rejects the decision when the observer throws, as a store-error listener would', async () => {
+    limiter = createLimiter({ rules: { api: { windows } } })
+    limiter.observe({
+      timeEvery: 0,
+      decided: () => {
+        throw new Error('observer failed')
+      },
+      storeFailed: () => {},
+    })
+    await expect(limiter.consume('api', 'ip:a')).rejects.toThrow('observer failed')
+  })
+})
+
+describe('DecisionCounts', () => {
+  it('keeps counts per rule by outcome, units by outcome, and store failures by kind', async () => {
+    limiter = createLimiter({ rules: { api: { windows } }, onWarning: () => {} })
+    const counts = new DecisionCounts({ timeEvery: 0 })
+    limiter.observe(counts)
+    await limiter.consume('api', 'ip:a', { cost: 2 })
+    await limiter.consume('api', 'ip:a')
+    counts.storeFailed('sync')
+
+    const [api] = [...counts.rules()]
+    expect(api?.rule).toBe('api')
+    expect([...(api?.decisions ?? [])]).toEqual([1, 1, 0, 0, 0, 0, 0, 0])
+    expect([...(api?.units ?? [])]).toEqual([2, 1, 0, 0, 0, 0, 0, 0])
+    expect(api?.windows).toEqual([{ window: '60s', denials: 1 }])
+    expect(counts.storeErrors).toEqual({ timeout: 0, unavailable: 0, key: 0, breaker_open: 0, sync: 1 })
+    expect(counts.durations.count).toBe(0)
+  })
+
+  it('labels rules past maxRules __other__, and gives other metrics the same labels', () => {
+    const counts = new DecisionCounts({ maxRules: 2 })
+    expect(['a', 'b', 'c', 'a', '__other__'].map((name) => counts.ruleLabel(name))).toEqual([
+      'a',
+      'b',
+      '__other__',
+      'a',
+      '__other__',
+    ])
+  })
+
+  it('counts timed decisions in buckets, each time in the first bucket it fits', () => {
+    const counts = new DecisionCounts({ durationBuckets: [0.001, 0.01] })
+    const rule = createLimiter({ rules: { api: { windows } } }).rules.get('api') as Rule
+    const decision: Decision = {
+      allowed: true,
+      reason: 'ok',
+      rule: 'api',
+      cost: 1,
+      retryAfterMs: 0,
+      nowMs: 0,
+      windows: [],
+    }
+    for (const seconds of [0.0005, 0.001, 0.005, 0.5, Number.NaN]) counts.decided(rule, decision, seconds)
+    expect([...counts.durations.counts]).toEqual([2, 1, 1])
+    expect(counts.durations.count).toBe(4)
+    expect(counts.durations.sum).toBeCloseTo(0.5065, 10)
+  })
+
+  it('refuses bad options, naming the option and the value', () => {
+    expect(() => new DecisionCounts({ maxRules: 0 })).toThrow(TollgateConfigError)
+    expect(() => new DecisionCounts({ maxRules: 10_001 })).toThrow(
+      /maxRules must be an integer from 1 to 10000, got 10001/,
+    )
+    expect(() => new DecisionCounts({ timeEvery: Number.NaN })).toThrow(/timeEvery .* got NaN/)
+    expect(() => new DecisionCounts({ durationBuckets: [] })).toThrow(/durationBuckets .* got \[\]/)
+    expect(() => new DecisionCounts({ durationBuckets: [0, 1] })).toThrow(/durationBuckets .* got \[0,1\]/)
+    expect(() => new DecisionCounts({ maxrules: 5 } as object)).toThrow(/unknown option 'maxrules'/)
+  })
+})
+
+describe('decisionOutcome', () => {
+  it('labels every reason with its outcome, in DECISION_OUTCOMES order', () => {
+    const reasons = [
+      'ok',
+      'limited',
+      'shed',
+      'dry-run',
+      'store-error-allowed',
+      'store-error-denied',
+      'local-fallback',
+      'degraded-local',
+    ] as const
+    expect(reasons.map(decisionOutcome)).toEqual([...DECISION_OUTCOMES])
+  })
+})
