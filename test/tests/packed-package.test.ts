@@ -40,6 +40,10 @@ const PUBLIC_EXPORTS = [
   'policyName',
   'quotaExceededProblem',
   'rateLimitHeaders',
+  'readFleetProcesses',
+  'readFleetSeconds',
+  'readTopRefused',
+  'shareFleetStats',
   'storeUnavailableProblem',
   'userIdentifier',
 ]

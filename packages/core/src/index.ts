@@ -71,3 +71,13 @@ export type {
   StoreTarget,
   StoreWindowResult,
 } from './stores/store.js'
+export type { FleetStats, FleetStatsClient, FleetStatsOptions } from './telemetry/fleet-stats.js'
+export { shareFleetStats } from './telemetry/fleet-stats.js'
+export type {
+  FleetProcess,
+  FleetSecond,
+  FleetStatsReadClient,
+  RefusedIdentifier,
+  RuleSecondCounts,
+} from './telemetry/fleet-stats-reader.js'
+export { readFleetProcesses, readFleetSeconds, readTopRefused } from './telemetry/fleet-stats-reader.js'
