@@ -1,4 +1,4 @@
-import { createLimiter, RedisStore } from '@tollgate/core'
+import { createLimiter, RedisStore, shareFleetStats } from '@tollgate/core'
 import { prometheusMetrics } from '@tollgate/prometheus'
 import { Redis } from 'ioredis'
 import { collectDefaultMetrics, Registry } from 'prom-client'
@@ -11,6 +11,8 @@ const limiter = createLimiter({ rules, ...(redis ? { store: new RedisStore({ cli
 const registry = new Registry()
 collectDefaultMetrics({ register: registry })
 prometheusMetrics(limiter, { registry })
+// With Redis, this process's counts join the fleet's, which `tollgate top` and `tollgate watch` read.
+const fleetStats = redis ? shareFleetStats(limiter, { client: redis }) : undefined
 const port = Number(process.env.PORT ?? 3000)
 const base = `127.0.0.1:${port}`
 
@@ -34,6 +36,7 @@ What the limiter counted, as Prometheus scrapes it:
 
 async function shutdown() {
   await new Promise((resolve) => server.close(resolve))
+  await fleetStats?.close()
   await limiter.close()
   await redis?.quit()
 }
