@@ -25,11 +25,25 @@ export interface CliRunOptions {
 
 /** Runs `tollgate …args` in a child process and resolves once it exits, whatever its code. */
 export function runCli(args: readonly string[], options: CliRunOptions = {}): Promise<CliRun> {
+  return run(process.execPath, [CLI_BIN, ...args], options)
+}
+
+/**
+ * Runs `tollgate …args` on a pseudo-terminal, through util-linux `script`, which forwards `input`
+ * as typed and exits with the command's code. What the terminal shows, prompt and echo
+ * included, comes back as stdout.
+ */
+export function runCliOnTerminal(args: readonly string[], options: CliRunOptions = {}): Promise<CliRun> {
+  const command = [process.execPath, CLI_BIN, ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(' ')
+  return run('script', ['--quiet', '--return', '--command', command, '/dev/null'], options)
+}
+
+function run(file: string, args: readonly string[], options: CliRunOptions): Promise<CliRun> {
   if (!existsSync(CLI_BIN)) throw new Error(`${CLI_BIN} is missing: run \`pnpm build\` first (\`pnpm test\` does)`)
   const { REDIS_URL: _url, NO_COLOR: _no, FORCE_COLOR: _force, ...env } = process.env
   const startedAt = performance.now()
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI_BIN, ...args], {
+    const child = spawn(file, args, {
       env: { ...env, ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
     })

@@ -1,7 +1,7 @@
 import { createLimiter, type Limiter, loadRules, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { cliPrefix, rulesDirectory, runCli } from '../src/cli-runner.js'
+import { cliPrefix, rulesDirectory, runCli, runCliOnTerminal } from '../src/cli-runner.js'
 import { keyValues } from '../src/redis-keys.js'
 
 // Sliding logs of an hour: what a test consumed is still counted, whole, when the CLI looks.
@@ -167,6 +167,26 @@ describe('tollgate reset', () => {
   })
 })
 
+describe('confirmation on a terminal', () => {
+  it('reset asks, and forgets nothing when the answer is not yes', async () => {
+    const { limiter, prefix, cli } = app('terminal')
+    await limiter.consume('api', IP)
+    const before = await keyValues(client, prefix)
+    // NO_COLOR: a terminal would otherwise get the error in red.
+    const env = { NO_COLOR: '1' }
+    const declined = await runCliOnTerminal([...cli, 'reset', 'api', IP], { input: 'n\n', env })
+    expect(declined.code).toBe(1)
+    expect(declined.stdout).toContain(`Forget the state of 'api' for ${IP} (1 key under "${prefix}")? [y/N]`)
+    expect(declined.stdout).toContain('error TG_ABORTED: reset declined: nothing was changed')
+    expect(await keyValues(client, prefix)).toEqual(before)
+
+    const confirmed = await runCliOnTerminal([...cli, 'reset', 'api', IP], { input: 'y\n', env })
+    expect(confirmed.code).toBe(0)
+    expect(confirmed.stdout).toContain(`reset api for ${IP}: 1 of 1 key held state`)
+    expect(await keyValues(client, prefix)).toEqual({})
+  })
+})
+
 describe('--json', () => {
   it('puts exactly one JSON document on stdout, for results and for failures alike', async () => {
     const { limiter, cli } = app('json')
@@ -233,19 +253,25 @@ describe.concurrent('usage errors', () => {
 })
 
 describe('colours', () => {
-  it('are on with FORCE_COLOR, and off with NO_COLOR or without a terminal', async () => {
+  it('are on on a terminal and with FORCE_COLOR, off with NO_COLOR and without a terminal', async () => {
     const { limiter, cli } = app('colours')
     await limiter.consume('api', IP)
     const args = [...cli, 'inspect', 'api', IP]
-    const [forced, both, plain] = await Promise.all([
+    const [terminal, terminalNoColor, forced, forcedNoColor, plain] = await Promise.all([
+      runCliOnTerminal(args),
+      runCliOnTerminal(args, { env: { NO_COLOR: '1' } }),
       runCli(args, { env: { FORCE_COLOR: '1' } }),
       runCli(args, { env: { FORCE_COLOR: '1', NO_COLOR: '1' } }),
       runCli(args),
     ])
     // biome-ignore lint/suspicious/noControlCharactersInRegex: an ANSI escape is what is looked for
     const ansi = /\u001b\[/
+    expect(terminal.stdout).toMatch(ansi)
     expect(forced.stdout).toMatch(ansi)
-    expect(both.stdout).not.toMatch(ansi)
-    expect(plain.stdout).not.toMatch(ansi)
+    for (const run of [terminalNoColor, forcedNoColor, plain]) {
+      expect(run.code).toBe(0)
+      expect(run.stdout).toMatch(/^RULE +IDENTIFIER/m)
+      expect(run.stdout).not.toMatch(ansi)
+    }
   })
 })

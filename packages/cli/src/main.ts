@@ -58,6 +58,7 @@ function programOf(io: Io): Command {
     )
     .addOption(new Option('--cluster', 'the URL points to a Redis Cluster node (found by itself otherwise)'))
     .addOption(new Option('--json', 'machine-readable output: one JSON document on stdout, nothing else'))
+    .configureHelp({ showGlobalOptions: true })
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({
