@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)))
-const packages = ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry']
+const packages = ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry', 'cli']
 const bin = (name) => join(root, 'node_modules', '.bin', name)
 const destination = mkdtempSync(join(tmpdir(), 'tollgate-check-packages-'))
 const run = (file, args, cwd) =>
@@ -25,10 +25,11 @@ try {
     const tarball = readdirSync(destination).find((file) => !before.has(file))
     if (!tarball) throw new Error(`npm pack wrote no tarball for ${manifest.name}`)
     const path = join(destination, tarball)
-    for (const [tool, args] of [
-      ['publint', ['run', '--strict', path]],
-      ['attw', ['--format', 'ascii', path]],
-    ]) {
+    // attw checks the types a library ships; a package that is a command only (@tollgate/cli) ships none.
+    const tools = [['publint', ['run', '--strict', path]]]
+    if (manifest.types !== undefined) tools.push(['attw', ['--format', 'ascii', path]])
+    else console.log(`${manifest.name}: attw: skipped, a command without types`)
+    for (const [tool, args] of tools) {
       try {
         const output = run(bin(tool), args, root)
         const verdict = output.split('\n').find((line) => /all good|no problems/i.test(line)) ?? output.trim()

@@ -12,6 +12,9 @@ import { seededRandom } from './seeded-random.js'
 import { describeShedding } from './shedding-conformance.js'
 import { withAlgorithm } from './with-algorithm.js'
 
+/** How long a decision of the suite waits for its store. */
+const ANSWER_WITHIN_MS = 10_000
+
 export interface StoreHarness {
   /** A store over state no other test touches, reading time from `clock`. */
   makeStore(clock: () => number): Store
@@ -67,7 +70,9 @@ export function runStoreConformance(
       const clock = new ManualClock(T0)
       const store = harness.makeStore(clock.now)
       const rules = withAlgorithm(given, fallback)
-      const limiter = createLimiter({ store, rules, onWarning: () => {} })
+      // The store's answers are what is checked, not how fast they come: a loaded machine
+      // answering later than the default 100 ms must not turn them into fail-open decisions.
+      const limiter = createLimiter({ store, rules, onWarning: () => {}, storeTimeoutMs: ANSWER_WITHIN_MS })
       return { limiter, clock, store }
     }
 
@@ -561,7 +566,7 @@ export function runStoreConformance(
           const store = harness.makeStore(() => time as number)
           const rules: RulesOptions = { r: { algorithm, windows: [{ limit: 5, period: '10s' }] } }
           // A limiter per value: on Redis, failures open the limiter's circuit breaker.
-          const limiters = [createLimiter({ store, rules })]
+          const limiters = [createLimiter({ store, rules, storeTimeoutMs: ANSWER_WITHIN_MS })]
           await limiters[0]?.consume('r', 'ip:a', { cost: 2 })
           for (const [bad, shown] of [
             [Number.NaN, 'NaN'],
@@ -570,7 +575,7 @@ export function runStoreConformance(
             [-1, '-1'],
             [1e20, '100000000000000000000'],
           ] as const) {
-            const limiter = createLimiter({ store, rules })
+            const limiter = createLimiter({ store, rules, storeTimeoutMs: ANSWER_WITHIN_MS })
             limiters.push(limiter)
             time = bad
             const message = `clock returned ${shown}`

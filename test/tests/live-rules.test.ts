@@ -441,6 +441,61 @@ describe('LiveRules history and rollback', () => {
 
 // A limit change keeps the counts; a change of periods or algorithm starts those windows fresh.
 // A rule of one window is the case that matters: its state in Redis holds no period.
+describe('LiveRules preview', () => {
+  it('resolves what a publish would put in force, with the state names it would keep, and writes nothing', async () => {
+    const fleet = newFleet('preview')
+    const live = fleet.add()
+    await live.publish({ api: { algorithm: 'fixed-window', windows: [{ limit: 20, period: '1m' }] } })
+    const before = await keyValues(client, fleet.prefix)
+    expect([...live.preview()].map(([name, rule]) => [name, rule.stateName, rule.windows[0]?.limit])).toEqual([
+      ['api', 'api', 20],
+      ['search', 'search', 5],
+    ])
+    const next = live.preview({
+      api: { algorithm: 'fixed-window', windows: [{ limit: 30, period: '1m' }] },
+      search: { algorithm: 'fixed-window', windows: [{ limit: 5, period: '1h' }], parent: 'api' },
+      export: { windows: [{ limit: 1, period: '1h' }], parent: 'api' },
+    })
+    // A new limit keeps the state name; a new period or a rule without a default gets a shape's own.
+    expect(next.get('api')?.stateName).toBe('api')
+    expect(next.get('search')?.stateName).toMatch(/^search@[0-9a-f]{10}$/)
+    expect(next.get('export')?.stateName).toMatch(/^export@[0-9a-f]{10}$/)
+    expect(next.get('export')?.chain.map((rule) => rule.name)).toEqual(['export', 'api'])
+    expect(() => live.preview({ api: null, search: { windows: [], parent: 'api' } })).toThrow(
+      expect.objectContaining({
+        code: 'TG_CONFIG',
+        message: "rule 'search': windows must be a non-empty array, got []",
+      }),
+    )
+    expect(await keyValues(client, fleet.prefix)).toEqual(before)
+    expect(live.epoch).toBe(1)
+  })
+
+  it('without defaults, sees the published rules alone, and rolls back to none', async () => {
+    const fleet = newFleet('no-defaults')
+    const app = fleet.add()
+    const admin = new Fleet(client, fleet.prefix, {}).add()
+    try {
+      await admin.refresh()
+      expect(admin.preview().size).toBe(0)
+      await admin.publish({ extra: { windows: [{ limit: 3, period: '1m' }] } })
+      await app.refresh()
+      expect([...admin.preview().keys()]).toEqual(['extra'])
+      const limiter = createLimiter({ rules: app })
+      expect([...limiter.rules.keys()]).toEqual(['api', 'search', 'extra'])
+      await limiter.close()
+      await admin.rollback(0)
+      expect(admin.preview().size).toBe(0)
+      expect(() => createLimiter({ rules: admin })).toThrow(/option rules must hold at least one rule/)
+      await app.refresh()
+      expect(app.epoch).toBe(2)
+      expect([...app.preview().keys()]).toEqual(['api', 'search'])
+    } finally {
+      await admin.close()
+    }
+  })
+})
+
 describe.each(['MemoryStore', 'RedisStore', 'HybridStore'] as const)('live rules on a %s', (kind) => {
   function makeStore(clock: ManualClock, prefix: string): Store {
     if (kind === 'MemoryStore') return new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 })

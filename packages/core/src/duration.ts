@@ -97,7 +97,12 @@ export function parseDuration(value: unknown): number | string {
   return ms
 }
 
-/** `3000` → `'3s'`, `90000` → `'90s'`, `3600000` → `'1h'`: the shortest exact spelling, used in the names of inline rules. */
+/**
+ * A whole number of milliseconds as the shortest exact duration `parseDuration` reads back: in
+ * the names of inline rules, and wherever a period is shown to people (the `tollgate` CLI).
+ * @example formatDuration(90_000) // '90s'
+ * @example formatDuration(3_600_000) // '1h'
+ */
 export function formatDuration(ms: number): string {
   for (const [unit, size] of [
     ['d', DAY],

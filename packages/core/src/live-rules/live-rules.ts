@@ -1,6 +1,6 @@
 import { describeValue, TollgateArgumentError, TollgateError } from '../errors.js'
-import { checkOptionsObject, optionKeys } from '../option-objects.js'
-import { type RuleOptions, type RulesOptions, resolveRules } from '../rules.js'
+import { checkOptionsObject, isPlainObject, optionKeys } from '../option-objects.js'
+import { type Rule, type RuleOptions, type RulesOptions, resolveRules } from '../rules.js'
 import { type RulesVersion, rollbackChanges, versionOf } from './history.js'
 import { ListenerFailure, unlessReported } from './listener-failure.js'
 import { type LiveRulesConfig, type LiveRulesOptions, liveRulesConfigOf } from './options.js'
@@ -92,13 +92,15 @@ export class LiveRules {
   constructor(options: LiveRulesOptions) {
     const config = liveRulesConfigOf(options)
     this.config = config
-    const defaults = resolveRules(config.defaults, noop, false)
+    // A process that only administers published rules (the tollgate CLI) may have no defaults.
+    const defaults = hasNoRules(config.defaults) ? new Map<string, Rule>() : resolveRules(config.defaults, noop, false)
     this.names = new LiveStateNames(defaults)
     this.options = mergedRules(config.defaults, this.overrides)
     this.unfollowed = {
       resolve: (rules, live) => {
         const warnings: Array<[string, string]> = []
-        resolveRules(rules, (message, code) => warnings.push([message, code]), false, live)
+        // Without defaults, dropping every override leaves no rule: no limiter here to refuse that.
+        if (!hasNoRules(rules)) resolveRules(rules, (message, code) => warnings.push([message, code]), false, live)
         return warnings
       },
       apply: (warnings) => {
@@ -173,6 +175,33 @@ export class LiveRules {
       )
     }
     return this.publishChanges(changesOf(changes), expectedEpoch, '')
+  }
+
+  /**
+   * The rule set `publish(changes)` would put in force, checked as `publish` checks it and
+   * resolved, writing nothing and reading nothing (`refresh()` first to preview against the latest
+   * epoch); without changes, the rule set in force. Each rule carries its `stateName`: a rule whose `stateName` would change starts fresh
+   * (docs/live-rules.md, "What keeps counts and what starts fresh"). Throws what `publish` would
+   * (`TG_CONFIG`).
+   * @example const next = liveRules.preview(loadRules('limits.yaml'))
+   */
+  preview(changes: Readonly<Record<string, RuleOptions | null>> = {}): ReadonlyMap<string, Rule> {
+    const raw = isPlainObject(changes) && Object.keys(changes).length === 0 ? [] : changesOf(changes)
+    const overrides = withChanges(
+      this.overrides,
+      raw.map(([name, options]) => [name, unstored(options)] as const),
+    )
+    this.check(overrides)
+    const rules = mergedRules(this.config.defaults, overrides)
+    if (hasNoRules(rules)) return new Map()
+    // A limiter's own dryRun only decides whether the set is valid for it, which the check above
+    // asked every follower; the rules come out the same either way. With every follower in dry
+    // run, a set valid for them all may still fail the check without it.
+    try {
+      return resolveRules(rules, noop, false, this.names)
+    } catch {
+      return resolveRules(rules, noop, true, this.names)
+    }
   }
 
   /**
@@ -465,6 +494,10 @@ export class LiveRules {
     this.warned.add(message)
     this.config.onWarning(message, code)
   }
+}
+
+function hasNoRules(rules: unknown): boolean {
+  return isPlainObject(rules) && Object.keys(rules).length === 0
 }
 
 function isEpoch(value: unknown): value is number {

@@ -14,7 +14,9 @@ export interface LiveRulesOptions {
   client: LiveRulesClient
   /**
    * The rules in code, as `createLimiter` takes them (or `loadRules(…)` gives them): what every
-   * rule runs without an override, and goes back to when its override is dropped.
+   * rule runs without an override, and goes back to when its override is dropped. `{}` for a
+   * process that only administers the published rules (`tollgate rules …`): it sees those alone,
+   * each as a rule without a default, and a limiter following it needs at least one published.
    * @example { api: { windows: [{ limit: 100, period: '1m' }] } }
    */
   defaults: RulesOptions

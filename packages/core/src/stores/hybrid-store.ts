@@ -9,6 +9,7 @@ import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { unlinkBySlot } from './cluster-slots.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
+import { hybridInstancesKey } from './hybrid-instances.js'
 import { type Lease, LeaseBook } from './hybrid-lease-book.js'
 import { LeaseExchange } from './hybrid-leases.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
@@ -144,7 +145,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     this.keys = new KeyBuilder(prefix)
     this.slots = new KeySlots(this.config.maxTrackedKeys, this.keys)
     this.listed = new SlotList(this.config.maxTrackedKeys)
-    this.heartbeatKey = `${prefix}hybrid:instances`
+    this.heartbeatKey = hybridInstancesKey(prefix)
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
     const commands = client as unknown as Record<string, SyncCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: syncScript.lua })

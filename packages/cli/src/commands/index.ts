@@ -1,0 +1,8 @@
+import type { CommandModule } from '../command.js'
+import { doctor } from './doctor.js'
+import { inspect } from './inspect.js'
+import { reset } from './reset.js'
+import { rules } from './rules/index.js'
+
+/** Every command of the program, in the order `--help` lists them: adding one is adding its module here. */
+export const COMMANDS: readonly CommandModule[] = [inspect, reset, rules, doctor]

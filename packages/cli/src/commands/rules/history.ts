@@ -1,0 +1,74 @@
+import type { Duration, RuleOptions, RulesVersion } from '@tollgate/core'
+import type { CommandModule } from '../../command.js'
+import { isoTime } from '../../format.js'
+import type { Session } from '../../session.js'
+
+/** `tollgate rules history --json`: the versions as `LiveRules.history` gives them, newest first. */
+export interface HistoryResult {
+  epoch: number
+  rule: string | null
+  versions: RulesVersion[]
+}
+
+interface Row {
+  version: RulesVersion
+  change: RulesVersion['changes'][number]
+}
+
+export const history: CommandModule = {
+  register(group, run) {
+    group
+      .command('history')
+      .description('the live rules versions published (the last 200), newest first, or those that changed one rule')
+      .argument('[rule]', 'only the versions that changed this rule')
+      .action(
+        run(async (session: Session, rule: string | undefined) => {
+          const live = await session.liveRules()
+          const versions = await live.history(rule)
+          session.out.result<HistoryResult>({ epoch: live.epoch, rule: rule ?? null, versions }, (result) => {
+            if (result.versions.length === 0)
+              return `no versions published under ${JSON.stringify(session.options.prefix)}`
+            const rows = result.versions.flatMap((version) =>
+              version.changes
+                .filter((change) => rule === undefined || change.rule === rule)
+                .map((change) => ({ version, change })),
+            )
+            return session.out.table<Row>(
+              [
+                { header: 'EPOCH', value: (r) => String(r.version.epoch), align: 'right' },
+                { header: 'PUBLISHED', value: (r) => isoTime(r.version.publishedAtMs) },
+                { header: 'RULE', value: (r) => r.change.rule },
+                {
+                  header: 'CHANGE',
+                  value: (r) => `${optionsText(r.change.previous)} → ${optionsText(r.change.options)}`,
+                },
+                {
+                  header: 'NOTE',
+                  value: (r) => (r.version.rollbackOf === undefined ? '' : `rollback to epoch ${r.version.rollbackOf}`),
+                },
+              ],
+              rows,
+            )
+          })
+        }),
+      )
+  },
+}
+
+/** Options as they were published, compactly: `sliding-log 600/1m, 10/1s parent api`; `default` for none. */
+function optionsText(options: RuleOptions | string | null): string {
+  if (options === null) return 'default'
+  if (typeof options === 'string') return `(not JSON: ${options.slice(0, 40)})`
+  const windows = Array.isArray(options.windows)
+    ? options.windows.map((w) => `${w.limit}/${periodText(w.period)}`).join(', ')
+    : '?'
+  const parts = [options.algorithm ?? 'sliding-log', windows]
+  if (options.parent !== undefined) parts.push(`parent ${options.parent}`)
+  if (options.dryRun !== undefined) parts.push(`dryRun ${options.dryRun}`)
+  if (options.onStoreError !== undefined) parts.push(`onStoreError ${options.onStoreError}`)
+  return parts.join(' ')
+}
+
+function periodText(period: Duration): string {
+  return typeof period === 'number' ? `${period}ms` : period.replace(/\s+/g, '')
+}
