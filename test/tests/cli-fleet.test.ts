@@ -1,0 +1,103 @@
+import { createLimiter, MemoryStore, type RulesOptions, shareFleetStats } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { cliPrefix, runCli } from '../src/cli-runner.js'
+import { ManualClock } from '../src/manual-clock.js'
+
+// Two app processes share their stats; the CLI reads the fleet's from Redis.
+const rules = {
+  login: {
+    algorithm: 'fixed-window',
+    windows: [
+      { limit: 20, period: '1m' },
+      { limit: 5, period: '3s' },
+    ],
+  },
+} satisfies RulesOptions
+
+let client: Redis
+let url: string
+beforeAll(() => {
+  url = inject('redisUrl')
+  client = new Redis(url)
+})
+afterAll(async () => {
+  await client.quit()
+})
+
+/** Two processes' limiters on their own clock, sharing their stats under `prefix`, and the refusals they made. */
+async function fleet(prefix: string, clock: ManualClock) {
+  const limiters = [0, 1].map(() =>
+    createLimiter({ rules, store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), onWarning: () => {} }),
+  )
+  const stats = limiters.map((limiter) =>
+    shareFleetStats(limiter, { client, prefix, flushIntervalMs: 60_000, clock: clock.now }),
+  )
+  let refused = 0
+  let allowed = 0
+  for (let i = 0; i < 200; i++) {
+    const decision = await (limiters[i % 2] as (typeof limiters)[number]).consume('login', 'ip:203.0.113.7')
+    if (decision.allowed) allowed++
+    else refused++
+  }
+  for (let i = 0; i < 40; i++) {
+    if ((await (limiters[i % 2] as (typeof limiters)[number]).consume('login', `ip:198.51.100.${i}`)).allowed) allowed++
+  }
+  // The lists of refused identifiers are written at the first flush 10 s after the last.
+  clock.advance(10_000)
+  await Promise.all(stats.map((s) => s.flush()))
+  return {
+    allowed,
+    refused,
+    close: async () => {
+      await Promise.all(stats.map((s) => s.close()))
+      await Promise.all(limiters.map((limiter) => limiter.close()))
+    },
+  }
+}
+
+describe('tollgate top and watch', () => {
+  it('top names the most refused identifier of the fleet; watch shows the second its decisions were made in', async () => {
+    const prefix = cliPrefix('fleet')
+    // Twenty seconds ago, so that the lists' 10 s slot is within top's last five minutes.
+    const clock = new ManualClock(Date.now() - 20_000)
+    const second = Math.floor(clock.now() / 1000)
+    const { allowed, refused, close } = await fleet(prefix, clock)
+    const cli = ['--redis', url, '--prefix', prefix]
+
+    const top = await runCli([...cli, '--json', 'top', '--limit', '3'])
+    expect(top.code, top.stderr).toBe(0)
+    const result = JSON.parse(top.stdout)
+    expect(result.refused[0]).toEqual({ rule: 'login', identifier: 'ip:203.0.113.7', refusals: refused })
+    expect(refused).toBe(200 - 5 - 5)
+    const text = await runCli([...cli, 'top', '--rule', 'login'])
+    expect(text.stdout).toMatch(/^rule\s+identifier\s+refusals\nlogin\s+ip:203\.0\.113\.7\s+190\n/)
+
+    const watch = await runCli([...cli, '--json', 'watch', '--at', String(second)])
+    expect(watch.code, watch.stderr).toBe(0)
+    expect(JSON.parse(watch.stdout)).toEqual({
+      second,
+      rows: [{ rule: 'login', decisions: 240, allowed, refused, denials: { '3s': refused } }],
+      storeErrors: 0,
+    })
+    const frame = await runCli([...cli, 'watch', '--at', String(second)])
+    expect(frame.stdout.split('\n').slice(1, 3)).toEqual([
+      'rule   decisions/s  allowed  refused  refusals by window',
+      `login          240       ${allowed}      ${refused}  3s ${refused}`,
+    ])
+    await close()
+  })
+
+  it('says so when nothing was recorded, and refuses bad options as usage errors', async () => {
+    const cli = ['--redis', url, '--prefix', cliPrefix('empty')]
+    const top = await runCli([...cli, 'top'])
+    expect(top.code).toBe(0)
+    expect(top.stdout).toContain('no refusals recorded in the last 5m')
+    const since = await runCli([...cli, 'top', '--since', 'soon'])
+    expect(since.code).toBe(2)
+    expect(since.stderr).toContain('--since: "soon" is not a duration')
+    const count = await runCli([...cli, 'watch', '--count', '0'])
+    expect(count.code).toBe(2)
+    expect(count.stderr).toContain('--count must be a positive integer, got 0')
+  })
+})
