@@ -46,7 +46,12 @@ export async function readFleetSeconds(
         counts.storeErrors += count
         continue
       }
-      const rule = (counts.rules[parts[0] as string] ??= { decisions: {}, denials: {} })
+      const name = parts[0] as string
+      let rule = counts.rules[name]
+      if (rule === undefined) {
+        rule = { decisions: {}, denials: {} }
+        counts.rules[name] = rule
+      }
       if (parts.length === 2 && (DECISION_OUTCOMES as readonly string[]).includes(parts[1] as string)) {
         const outcome = parts[1] as DecisionOutcome
         rule.decisions[outcome] = (rule.decisions[outcome] ?? 0) + count
