@@ -7,7 +7,7 @@ const source = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/i
 
 export default defineConfig({
   resolve: {
-    alias: ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry'].map((name) => ({
+    alias: ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry', 'admin'].map((name) => ({
       find: new RegExp(`^@tollgate/${name}$`),
       replacement: source(name),
     })),

@@ -125,6 +125,23 @@ describe('fleet stats', () => {
     await limiter.close()
   })
 
+  it("keeps a HybridStore's over-admission by rule in the process's stats (its Maps were written as {})", async () => {
+    const prefix = `fleet${prefixes++}:`
+    const stores = [0, 1].map(() => new HybridStore({ client, prefix, autoSync: false, clock: () => T0 }))
+    const limiters = stores.map((store) => createLimiter({ rules, store }))
+    const stats = limiters.map((limiter) => shareFleetStats(limiter, { client, prefix, flushIntervalMs: 60_000 }))
+    // Each process admits the whole minute's 100 on its own before either syncs: the second to sync pushes 100 above it.
+    for (const limiter of limiters) for (let i = 0; i < 100; i++) await limiter.consume('api', 'user:1')
+    for (const store of stores) await store.syncNow()
+    await Promise.all(stats.map((s) => s.flush()))
+    const processes = await readFleetProcesses(client, prefix)
+    const overAdmitted = processes.map((process) => process.hybrid?.overAdmittedByRule)
+    expect(overAdmitted).toContainEqual({ api: 100 })
+    expect(processes.map((process) => process.hybrid?.leaseRoundTripsByRule)).toEqual([{}, {}])
+    await Promise.all(stats.map((s) => s.close()))
+    await Promise.all(limiters.map((limiter) => limiter.close()))
+  })
+
   it('refuses bad options by name', () => {
     const limiter = createLimiter({ rules })
     expect(() => shareFleetStats(limiter, { client: {} as never })).toThrow(TollgateConfigError)

@@ -255,7 +255,8 @@ class FleetStatsWriter implements DecisionObserver {
     if (commands > 0 || typeof stats === 'function') {
       const key = this.keys.process(this.instance)
       const live = 3 * this.config.flushIntervalMs
-      if (typeof stats === 'function') pipeline.hset(key, 'hybrid', JSON.stringify(stats.call(this.limiter.store)))
+      if (typeof stats === 'function')
+        pipeline.hset(key, 'hybrid', JSON.stringify(stats.call(this.limiter.store), mapsAsObjects))
       pipeline.hset(key, 'at', String(now))
       pipeline.pexpire(key, live)
       pipeline.zadd(this.keys.processes, now, this.instance)
@@ -275,6 +276,11 @@ class FleetStatsWriter implements DecisionObserver {
     }
     return sketch
   }
+}
+
+/** HybridStats keeps its counts by rule in Maps, which JSON would write as `{}`. */
+function mapsAsObjects(_key: string, value: unknown): unknown {
+  return value instanceof Map ? Object.fromEntries(value) : value
 }
 
 const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })

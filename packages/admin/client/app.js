@@ -1,0 +1,241 @@
+// The admin page: Preact components written with htm, so that the browser runs this file as it is.
+import htm from 'htm'
+import { h, render } from 'preact'
+import { useEffect, useRef, useState } from 'preact/hooks'
+import uPlot from 'uplot'
+
+const html = htm.bind(h)
+
+/** Every decision outcome, in core's DECISION_OUTCOMES order. */
+const OUTCOMES = [
+  { key: 'allowed', color: '#2f9e44' },
+  { key: 'limited', color: '#e03131' },
+  { key: 'shed', color: '#f08c00' },
+  { key: 'dry_run', color: '#7048e8' },
+  { key: 'store_error_allowed', color: '#1c7ed6' },
+  { key: 'store_error_denied', color: '#862e9c' },
+  { key: 'local_fallback', color: '#0c8599' },
+  { key: 'degraded_local', color: '#868e96' },
+]
+/** Shown even at zero: the two outcomes every limiter has. */
+const ALWAYS_SHOWN = new Set(['allowed', 'limited'])
+const CHART_HEIGHT = 220
+
+const count = new Intl.NumberFormat('en')
+const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`
+
+function useSnapshot() {
+  const [snapshot, setSnapshot] = useState(undefined)
+  const [connected, setConnected] = useState(false)
+  useEffect(() => {
+    const events = new EventSource('./events')
+    events.onopen = () => setConnected(true)
+    events.onerror = () => setConnected(false)
+    events.onmessage = (event) => setSnapshot(JSON.parse(event.data))
+    return () => events.close()
+  }, [])
+  return [snapshot, connected]
+}
+
+function App() {
+  const [snapshot, connected] = useSnapshot()
+  const [target, setTarget] = useState({ rule: '', identifier: '' })
+  if (snapshot === undefined) return html`<p class="muted">Connecting…</p>`
+  const last = snapshot.seconds?.at(-1)
+  return html`
+    <header>
+      <h1>Tollgate</h1>
+      <span class="prefix">prefix <code>${snapshot.prefix}</code></span>
+      <span class=${connected ? 'live' : 'live off'} id="connection">${connected ? 'live' : 'reconnecting'}</span>
+      <span class="muted">${last ? `second ${new Date(last.second * 1000).toLocaleTimeString('en-GB')}` : ''}</span>
+      <span class="epoch" id="epoch">rules epoch <strong>${snapshot.rules?.epoch ?? '–'}</strong></span>
+    </header>
+    ${snapshot.error ? html`<p class="error" id="error">Redis could not be read: ${snapshot.error}</p>` : ''}
+    <section class="card wide">
+      <h2>Decisions per second</h2>
+      <${Rates} second=${last} />
+      <${DecisionsChart} seconds=${snapshot.seconds ?? []} />
+    </section>
+    <section class="card">
+      <h2>Refusals by rule and window</h2>
+      <${Refusals} refusals=${snapshot.refusals ?? []} />
+    </section>
+    <section class="card">
+      <h2>Top offenders <span class="muted">last 5 minutes</span></h2>
+      <${TopOffenders} snapshot=${snapshot} onPick=${setTarget} />
+    </section>
+    <section class="card">
+      <h2>Processes</h2>
+      <${Processes} snapshot=${snapshot} />
+    </section>
+    <section class="card">
+      <h2>Live rules</h2>
+      <${Rules} rules=${snapshot.rules} />
+    </section>
+    <section class="card wide">
+      <h2>Reset an identifier</h2>
+      <${ResetForm} snapshot=${snapshot} target=${target} setTarget=${setTarget} />
+    </section>
+  `
+}
+
+function Rates({ second }) {
+  const shown = OUTCOMES.filter(({ key }) => ALWAYS_SHOWN.has(key) || second?.decisions[key])
+  return html`<div class="rates">
+    ${shown.map(
+      ({ key, color }) => html`<div class="rate">
+        <span class="swatch" style=${{ background: color }}></span>
+        <strong data-outcome=${key}>${count.format(second?.decisions[key] ?? 0)}</strong>
+        <span class="muted">${key.replaceAll('_', ' ')}/s</span>
+      </div>`,
+    )}
+  </div>`
+}
+
+/** One uPlot chart, made again only when the set of outcomes to draw changes. */
+function DecisionsChart({ seconds: data }) {
+  const box = useRef(null)
+  const plot = useRef(null)
+  const drawn = OUTCOMES.filter(({ key }) => ALWAYS_SHOWN.has(key) || data.some((s) => s.decisions[key]))
+  const columns = [data.map((s) => s.second), ...drawn.map(({ key }) => data.map((s) => s.decisions[key] ?? 0))]
+  const shape = drawn.map(({ key }) => key).join()
+  useEffect(() => {
+    const element = box.current
+    plot.current = new uPlot(
+      {
+        width: element.clientWidth,
+        height: CHART_HEIGHT,
+        scales: { x: { time: true } },
+        axes: [{}, { label: 'decisions/s', size: 60 }],
+        series: [
+          {},
+          ...drawn.map(({ key, color }) => ({ label: key, stroke: color, width: 2, points: { show: false } })),
+        ],
+      },
+      columns,
+      element,
+    )
+    const resize = new ResizeObserver(() => plot.current.setSize({ width: element.clientWidth, height: CHART_HEIGHT }))
+    resize.observe(element)
+    return () => {
+      resize.disconnect()
+      plot.current.destroy()
+    }
+  }, [shape])
+  useEffect(() => plot.current?.setData(columns), [data])
+  return html`<div class="chart" ref=${box}></div>`
+}
+
+function Refusals({ refusals }) {
+  if (refusals.length === 0) return html`<p class="muted">No refusals in the last minute.</p>`
+  return html`<table id="refusals">
+    <thead><tr><th>rule</th><th>window</th><th class="n">last second</th><th class="n">last minute</th></tr></thead>
+    <tbody>
+      ${refusals.map(
+        (r) => html`<tr key=${`${r.rule}\t${r.window}`}>
+          <td>${r.rule}</td><td>${r.window}</td>
+          <td class="n">${count.format(r.lastSecond)}</td><td class="n">${count.format(r.lastMinute)}</td>
+        </tr>`,
+      )}
+    </tbody>
+  </table>`
+}
+
+function TopOffenders({ snapshot, onPick }) {
+  const { top = [], identifiersShown } = snapshot
+  const note = identifiersShown
+    ? html`<p class="muted">Click a row to fill in the reset form.</p>`
+    : html`<p class="muted">Identifiers are masked; start the view with identifiers shown to see them.</p>`
+  if (top.length === 0) return html`<p class="muted">No identifier refused in the last 5 minutes.</p>${note}`
+  return html`<table id="top">
+      <thead><tr><th>rule</th><th>identifier</th><th class="n">refusals</th></tr></thead>
+      <tbody>
+        ${top.map(
+          (entry, i) => html`<tr
+            key=${i}
+            class=${identifiersShown ? 'pick' : ''}
+            onClick=${identifiersShown ? () => onPick({ rule: entry.rule, identifier: entry.identifier }) : undefined}
+          >
+            <td>${entry.rule}</td><td><code>${entry.identifier}</code></td><td class="n">${count.format(entry.refusals)}</td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+    ${note}`
+}
+
+function Processes({ snapshot }) {
+  const { processes = [], atMs } = snapshot
+  if (processes.length === 0) return html`<p class="muted">No process wrote in the last few seconds.</p>`
+  return html`<table id="processes">
+    <thead><tr><th>process</th><th class="n">last write</th><th>store</th><th class="n">staleness</th><th class="n">over-admitted</th></tr></thead>
+    <tbody>
+      ${processes.map(({ instance, atMs: at, hybrid }) => {
+        const over = hybrid ? Object.entries(hybrid.overAdmittedByRule) : []
+        return html`<tr key=${instance}>
+          <td><code>${instance}</code></td>
+          <td class="n">${seconds(Math.max(0, atMs - at))} ago</td>
+          <td>${hybrid ? `hybrid, ${hybrid.mode}, ${hybrid.instances} live` : 'no hybrid'}</td>
+          <td class=${hybrid && hybrid.mode !== 'synced' ? 'n warn' : 'n'}>${hybrid ? seconds(hybrid.stalenessMs) : '–'}</td>
+          <td class="n">${hybrid ? over.map(([rule, units]) => `${rule}: ${count.format(units)}`).join(', ') || '0' : '–'}</td>
+        </tr>`
+      })}
+    </tbody>
+  </table>`
+}
+
+function Rules({ rules }) {
+  if (!rules) return html`<p class="muted">Not read yet.</p>`
+  return html`<dl class="rules">
+    <dt>epoch</dt><dd><strong>${rules.epoch}</strong>${rules.stale ? html` <span class="warn">(stale: Redis not read)</span>` : ''}</dd>
+    <dt>in force</dt><dd>${rules.names.length ? rules.names.join(', ') : html`<span class="muted">none known</span>`}</dd>
+    ${rules.rejected.length ? html`<dt>rejected</dt><dd class="warn">${rules.rejected.join(', ')}</dd>` : ''}
+  </dl>`
+}
+
+/** The token lives in this component's state only: never in the URL, never in storage. */
+function ResetForm({ snapshot, target, setTarget }) {
+  const [token, setToken] = useState('')
+  const [result, setResult] = useState(undefined)
+  if (!snapshot.resets) {
+    return html`<p class="muted" id="read-only">Read-only: start the view with a token to reset identifiers.</p>`
+  }
+  const submit = async (event) => {
+    event.preventDefault()
+    setResult({ pending: true, text: 'Resetting…' })
+    try {
+      const response = await fetch('./reset', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+        body: JSON.stringify(target),
+      })
+      const body = await response.json().catch(() => ({}))
+      setResult(
+        response.ok
+          ? { ok: true, text: `Reset ${body.identifier} in ${body.rule}.` }
+          : { ok: false, text: `Refused (${response.status}): ${body.error ?? response.statusText}` },
+      )
+    } catch (error) {
+      setResult({ ok: false, text: `Failed: ${error.message}` })
+    }
+  }
+  return html`<form class="reset" onSubmit=${submit}>
+    <label>rule
+      <input name="rule" list="rule-names" required value=${target.rule}
+        onInput=${(e) => setTarget({ ...target, rule: e.currentTarget.value })} />
+    </label>
+    <datalist id="rule-names">${snapshot.rules?.names.map((name) => html`<option value=${name} />`)}</datalist>
+    <label>identifier
+      <input name="identifier" required placeholder="ip:203.0.113.7" value=${target.identifier}
+        onInput=${(e) => setTarget({ ...target, identifier: e.currentTarget.value })} />
+    </label>
+    <label>token
+      <input name="token" type="password" autocomplete="off" value=${token}
+        onInput=${(e) => setToken(e.currentTarget.value)} />
+    </label>
+    <button type="submit">Reset</button>
+    ${result ? html`<output id="reset-result" class=${result.ok ? 'ok' : result.pending ? 'muted' : 'warn'}>${result.text}</output>` : ''}
+  </form>`
+}
+
+render(html`<${App} />`, document.getElementById('app'))

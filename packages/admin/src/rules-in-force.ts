@@ -1,0 +1,69 @@
+import { createLimiter, type Limiter, LiveRules, RedisStore } from '@tollgate/core'
+import type { AdminConfig } from './options.js'
+
+/**
+ * LiveRules and createLimiter take at least one rule: a view given none stands this one in, which
+ * no process has, no page shows and no reset can name.
+ */
+const STAND_IN = '__tollgate_admin__'
+
+export interface RulesView {
+  /** The live-rules epoch: how many publishes the rules in force include. */
+  epoch: number
+  /** True when the last read of the epoch failed: the epoch shown is the last one read. */
+  stale: boolean
+  /** Published rules this view would not apply (as a process would not), by name. */
+  rejected: string[]
+  /** The names of the rules in force: the ones a reset can name. */
+  names: string[]
+}
+
+/**
+ * The fleet's rules as a process of it resolves them: the rules given to the view under the
+ * overrides published through `LiveRules`, read when asked (no timer, no subscription). A reset
+ * goes through a limiter on these rules and a RedisStore with the fleet's prefix, so that it
+ * forgets the keys the fleet's decisions use, whatever shape a published override gave the rule.
+ */
+export class RulesInForce {
+  private readonly live: LiveRules
+  private readonly limiter: Limiter<string>
+
+  constructor(config: AdminConfig) {
+    const { client, prefix, rules, onWarning } = config
+    this.live = new LiveRules({
+      client,
+      defaults: Object.keys(rules).length > 0 ? rules : { [STAND_IN]: { windows: [{ limit: 1, period: '1s' }] } },
+      prefix,
+      pollIntervalMs: 0,
+      nudges: false,
+      ...(onWarning ? { onWarning } : {}),
+    })
+    this.limiter = createLimiter({ rules: this.live, store: new RedisStore({ client, prefix }) })
+  }
+
+  /** Reads the epoch (one GET; the rules changed since, when it moved). Never rejects: a failed read shows as `stale`. */
+  async read(): Promise<RulesView> {
+    await this.live.refresh().catch(() => {})
+    const { epoch, stale, rejected } = this.live.status()
+    return {
+      epoch,
+      stale,
+      rejected: rejected.map((rejection) => rejection.rule),
+      names: [...this.limiter.rules.keys()].filter((name) => name !== STAND_IN).sort(),
+    }
+  }
+
+  has(rule: string): boolean {
+    return rule !== STAND_IN && this.limiter.rules.has(rule)
+  }
+
+  /** Forgets the identifier's state in the rule's own windows (its parents keep theirs). */
+  reset(rule: string, identifier: string): Promise<void> {
+    return this.limiter.reset(rule, identifier)
+  }
+
+  async close(): Promise<void> {
+    await this.limiter.close()
+    await this.live.close()
+  }
+}
