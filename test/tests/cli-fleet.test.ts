@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { createLimiter, MemoryStore, type RulesOptions, shareFleetStats } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { cliPrefix, runCli } from '../src/cli-runner.js'
+import { CLI_BIN, cliPrefix, runCli } from '../src/cli-runner.js'
 import { ManualClock } from '../src/manual-clock.js'
 
 // Two app processes share their stats; the CLI reads the fleet's from Redis.
@@ -99,5 +101,44 @@ describe('tollgate top and watch', () => {
     const count = await runCli([...cli, 'watch', '--count', '0'])
     expect(count.code).toBe(2)
     expect(count.stderr).toContain('--count must be a positive integer, got 0')
+  })
+
+  it('admin serves the web view on 127.0.0.1 until it is stopped, read-only without a token', async () => {
+    const { REDIS_URL: _url, ...env } = process.env
+    const child = spawn(
+      process.execPath,
+      [CLI_BIN, '--redis', url, '--prefix', cliPrefix('admin'), '--json', 'admin', '--port', '0'],
+      {
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
+    let stdout = ''
+    child.stdout.setEncoding('utf8')
+    // The one JSON document it prints once it listens.
+    const listening = new Promise<{ url: string; readOnly: boolean }>((resolve) => {
+      child.stdout.on('data', (chunk: string) => {
+        stdout += chunk
+        try {
+          resolve(JSON.parse(stdout))
+        } catch {
+          // not whole yet
+        }
+      })
+    })
+    const { url: page, readOnly } = await listening
+    expect(page).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
+    expect(readOnly).toBe(true)
+    const response = await fetch(page)
+    expect(response.status).toBe(200)
+    expect(await response.text()).toContain('<html')
+    const reset = await fetch(`${page}reset`, {
+      method: 'POST',
+      body: JSON.stringify({ rule: 'login', identifier: 'ip:1' }),
+    })
+    expect(reset.status).toBe(403)
+    child.kill('SIGTERM')
+    const [code] = await once(child, 'exit')
+    expect(code).toBe(0)
   })
 })
