@@ -1,8 +1,8 @@
-// One limiter of the metrics-cost measure in a process of its own, so that no variant's
-// compiled code has seen another's: the one without metrics has never had an observer.
-// Arguments: variant, rules. Answers each line `<ms>` with the decisions made in that time.
+// One limiter of the metrics-cost measure, in a process of its own so that the one without
+// metrics runs code that has never seen an observer. Arguments: variant, rules, decisions in
+// flight. Answers each line `<decisions>` with the wall ns per decision of that many decisions.
 import { createInterface } from 'node:readline'
-import { driveFor } from './drive.js'
+import { driveCount } from './drive.js'
 import { type MetricsVariant, metricsDecider } from './metrics-decider.js'
 import { identifiersOf } from './workload.js'
 
@@ -12,9 +12,9 @@ const ids = identifiersOf('one-window', 'many')
 process.stdout.write(`${JSON.stringify({ ready: true })}\n`)
 
 for await (const line of createInterface({ input: process.stdin })) {
-  const run = await driveFor(decider, ids, Number(inFlight), Number(line))
-  const { decisions, errors, seconds, cpuSeconds } = run
+  const run = await driveCount(decider, ids, Number(inFlight), Number(line))
   const firstError = run.firstError === undefined ? undefined : String(run.firstError)
-  process.stdout.write(`${JSON.stringify({ decisions, errors, seconds, cpuSeconds, firstError })}\n`)
+  const ns = (run.seconds * 1e9) / Math.max(1, run.decisions)
+  process.stdout.write(`${JSON.stringify({ ns, errors: run.errors, firstError })}\n`)
 }
 await decider.teardown()

@@ -15,7 +15,7 @@ import type { Decider } from './contenders/contender.js'
 export const METRICS_VARIANTS = ['none', 'prometheus', 'opentelemetry'] as const
 export type MetricsVariant = (typeof METRICS_VARIANTS)[number]
 
-/** An in-process limiter (fixed window, 1 window) of `rules` rules that decisions take in turn, with the variant's metrics. */
+/** An in-process limiter (fixed window, 1 window) of `rules` rules that decisions take in turn, with the variant's metrics attached. */
 export function metricsDecider(variant: MetricsVariant, rules: number): Decider {
   if (!METRICS_VARIANTS.includes(variant)) throw new Error(`unknown metrics variant ${variant}`)
   const names = Array.from({ length: rules }, (_, i) => `rule${i}`)

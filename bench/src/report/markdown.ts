@@ -3,8 +3,7 @@ import { CONTENDERS } from '../contenders/index.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
 import type { DecisionScenario } from '../measures/decisions.js'
-import { costsOf, METRICS_IN_FLIGHT, METRICS_RULE_COUNTS } from '../measures/metrics-cost.js'
-import { METRICS_VARIANTS } from '../metrics-decider.js'
+import { costsOf, METRICS_IN_FLIGHT } from '../measures/metrics-cost.js'
 import type { BenchResults } from '../results.js'
 import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
@@ -127,32 +126,25 @@ function latencySection(results: BenchResults): string {
 function metricsSection(results: BenchResults): string {
   if (results.metrics.length === 0) return ''
   const c = results.config.metrics
-  const rows = METRICS_RULE_COUNTS.flatMap((rules) =>
-    METRICS_VARIANTS.flatMap((variant) => {
-      const cell = results.metrics.find((m) => m.variant === variant && m.rules === rules)
-      if (!cell) return []
-      const cpu = median(cell.cpuNsPerDecision)
-      const wall = median(cell.nsPerDecision)
-      const costs = costsOf(results.metrics, variant, rules)
-      return [
-        [
-          `${rules} rule${rules === 1 ? '' : 's'}`,
-          variant === 'none' ? 'nothing attached' : `\`${variant}\``,
-          `${decimal(cpu, 0)} ${spread(cell.cpuNsPerDecision, cpu)}`.trim(),
-          `${decimal(wall, 0)} ${spread(cell.nsPerDecision, wall)}`.trim(),
-          variant === 'none'
-            ? ''
-            : `${decimal(median(costs), 1)} (${decimal(Math.min(...costs), 1)} to ${decimal(Math.max(...costs), 1)})`,
-          cell.errors > 0 ? integer(cell.errors) : '0',
-        ],
-      ]
-    }),
-  )
+  const rows = results.metrics.map((cell) => {
+    const ns = median(cell.ns)
+    const costs = costsOf(results.metrics, cell.variant, cell.rules)
+    const sorted = [...costs].sort((x, y) => x - y)
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number
+    return [
+      `${cell.rules} rule${cell.rules === 1 ? '' : 's'}`,
+      cell.variant === 'none' ? 'nothing attached' : `\`${cell.variant}\``,
+      integer(ns),
+      cell.variant === 'none' ? '' : `**${decimal(median(costs), 1)}**`,
+      cell.variant === 'none' ? '' : `${decimal(at(0.25), 0)} to ${decimal(at(0.75), 0)}`,
+      cell.errors > 0 ? integer(cell.errors) : '0',
+    ]
+  })
   return [
     '## 7. What metrics cost a decision',
-    `The same in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) with nothing attached, with \`prometheusMetrics\` (one decision in 100 timed) and with \`openTelemetryMetrics\` on the global no-op MeterProvider (span attributes on, no active span), each in a process of its own; ${c.repetitions} repetitions of ${c.measureMs} ms each, the processes taking turns in a rotated order, after a warm-up of ${c.warmupMs} ms. With 8 rules, decisions take the rules in turn, so that each decision finds its rule's counts anew. The cost is the difference in CPU time per decision against nothing attached within each repetition: the median, then the range over the repetitions.`,
+    `Per rule count, one in-process limiter per variant (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight), each in a process of its own, decides in turns of ${integer(c.perTurn)} decisions, the variants one after another in an order rotated each turn: ${integer(c.turns)} turns after ${integer(c.warmupTurns)} to warm up. \`prometheus\` is \`prometheusMetrics\` (one decision in 100 timed), \`opentelemetry\` is \`openTelemetryMetrics\` on the global no-op MeterProvider (span attributes on, no active span). With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. The cost is the median over the turns of the difference in wall ns per decision to nothing attached in the same turn; the middle half of those differences spans the next column, the noise a turn of a few ms sees.`,
     table(
-      ['rules', 'metrics', 'CPU ns per decision', 'wall ns per decision', 'cost, CPU ns per decision', 'errors'],
+      ['rules', 'metrics', 'ns per decision', 'cost, ns per decision', 'middle half of the turns', 'errors'],
       rows,
       ['l', 'l', 'r', 'r', 'r', 'r'],
     ),

@@ -1,6 +1,6 @@
 import { labelOf } from '../contenders/contender.js'
 import type { LatencyCell } from '../measures/latency.js'
-import { costsOf, METRICS_RULE_COUNTS } from '../measures/metrics-cost.js'
+import { costsOf } from '../measures/metrics-cost.js'
 import type { BenchResults } from '../results.js'
 import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, type KeySpread } from '../workload.js'
@@ -234,11 +234,9 @@ function liveRulesTargets(results: BenchResults): TargetRow[] {
 const METRICS_COST_NS = 10
 
 function metricsTargets(results: BenchResults): TargetRow[] {
-  if (results.metrics.length === 0) return []
-  const costs = METRICS_RULE_COUNTS.map((rules) => ({
-    rules,
-    ns: median(costsOf(results.metrics, 'prometheus', rules)),
-  }))
+  const rules = [...new Set(results.metrics.map((cell) => cell.rules))]
+  const costs = rules.map((count) => ({ rules: count, ns: median(costsOf(results.metrics, 'prometheus', count)) }))
+  if (costs.length === 0 || costs.some((cost) => Number.isNaN(cost.ns))) return []
   const worst = Math.max(...costs.map((cost) => cost.ns))
   return [
     {

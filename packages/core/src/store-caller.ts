@@ -5,7 +5,7 @@ import { type DecisionPlan, decisionOf, fallbackDecisionOf } from './decision-pl
 import { TollgateError } from './errors.js'
 import { FailOpenNotice } from './fail-open-notice.js'
 import type { RuleRejection, RulesChange } from './live-rules/source.js'
-import { NOT_OBSERVED, Observers } from './metrics/observers.js'
+import { NOT_OBSERVED, Observers, TIMED } from './metrics/observers.js'
 import type { WarningHandler } from './rules.js'
 import { storeFailureDecision } from './store-error-policy.js'
 import { asStoreError, isStoreDown, storeErrorKindOf } from './store-errors.js'
@@ -80,12 +80,13 @@ export class StoreCaller {
    */
   decide(plan: DecisionPlan): Promise<Decision> {
     const { evaluateSync } = this
-    const startedAt = this.observers.begin(plan.request.operation)
+    let observed = this.observers.state
+    if (observed === TIMED) observed = this.observers.startTiming(plan.request.operation)
     // An in-process store answers at once: no timer, no breaker, no promise until the end.
     if (evaluateSync !== undefined) {
       try {
         const decision = this.decideInProcess(plan, evaluateSync)
-        if (decision !== undefined) return Promise.resolve(this.delivered(plan, decision, startedAt))
+        if (decision !== undefined) return Promise.resolve(this.delivered(plan, decision, observed))
       } catch (error) {
         return Promise.reject(error)
       }
@@ -93,9 +94,7 @@ export class StoreCaller {
     if (!this.breaker.tryAcquire()) {
       try {
         this.observers.storeFailed('breaker_open')
-        return Promise.resolve(
-          this.delivered(plan, this.decisionWithoutStore(plan, this.breakerOpenError()), startedAt),
-        )
+        return Promise.resolve(this.delivered(plan, this.decisionWithoutStore(plan, this.breakerOpenError()), observed))
       } catch (error) {
         return Promise.reject(error)
       }
@@ -104,7 +103,7 @@ export class StoreCaller {
     return new Promise<Decision>((resolve, reject) => {
       const wait = new StoreWait<StoreResult>(
         plan.storeTimeoutMs,
-        new PendingDecision(this, plan, resolve, reject, startedAt),
+        new PendingDecision(this, plan, resolve, reject, observed),
       )
       const { request } = plan
       try {
@@ -156,9 +155,12 @@ export class StoreCaller {
     return this.closed
   }
 
-  /** The decision, once the observers have seen it; `startedAt` is what `observers.begin` returned. */
-  delivered(plan: DecisionPlan, decision: Decision, startedAt: number): Decision {
-    if (startedAt !== NOT_OBSERVED) this.observers.end(plan.rule, decision, startedAt)
+  /**
+   * The decision, once the observers have seen it: `observed` is the mark it began with,
+   * `startedAt` when a timed decision that waited for its store began.
+   */
+  delivered(plan: DecisionPlan, decision: Decision, observed: number, startedAt?: number): Decision {
+    if (observed !== NOT_OBSERVED) this.observers.end(plan.rule, decision, plan.request.operation, observed, startedAt)
     return decision
   }
 
@@ -272,20 +274,33 @@ export class StoreCaller {
  * promise, once. An object rather than closures: every decision on Redis waits in one.
  */
 class PendingDecision implements WaitHandler<StoreResult> {
+  /**
+   * When the decision began, if it is the one in `timeEvery` that is timed. Undefined otherwise,
+   * not 0: a field that holds a number for every decision is boxed for every decision.
+   */
+  private readonly startedAt: number | undefined
+
   constructor(
     private readonly caller: StoreCaller,
     private readonly plan: DecisionPlan,
     private readonly resolve: (decision: Decision) => void,
     private readonly reject: (error: unknown) => void,
-    /** What `observers.begin` returned for this decision. */
-    private readonly startedAt: number,
-  ) {}
+    /** The mark the decision began with. */
+    private readonly observed: number,
+  ) {
+    this.startedAt = observed === TIMED ? caller.observers.timedAt : undefined
+  }
 
   answered(result: StoreResult): void {
     this.caller.callEnded()
     let decision: Decision
     try {
-      decision = this.caller.delivered(this.plan, this.caller.answerDecision(this.plan, result, true), this.startedAt)
+      decision = this.caller.delivered(
+        this.plan,
+        this.caller.answerDecision(this.plan, result, true),
+        this.observed,
+        this.startedAt,
+      )
     } catch (error) {
       this.reject(error)
       return
@@ -297,7 +312,12 @@ class PendingDecision implements WaitHandler<StoreResult> {
     this.caller.callEnded()
     let decision: Decision
     try {
-      decision = this.caller.delivered(this.plan, this.caller.failureDecision(this.plan, cause, true), this.startedAt)
+      decision = this.caller.delivered(
+        this.plan,
+        this.caller.failureDecision(this.plan, cause, true),
+        this.observed,
+        this.startedAt,
+      )
     } catch (error) {
       this.reject(error)
       return

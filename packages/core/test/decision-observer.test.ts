@@ -170,6 +170,26 @@ describe('DecisionCounts', () => {
     expect(counts.durations.count).toBe(0)
   })
 
+  it('counts alike when two counts observe one limiter, or its rules are frozen, and leaves the rules as they read', async () => {
+    const rules = { api: { windows }, login: { windows } }
+    limiter = createLimiter({ rules })
+    const first = new DecisionCounts()
+    const second = new DecisionCounts()
+    limiter.observe(first)
+    limiter.observe(second)
+    const api = limiter.rules.get('api') as Rule
+    const keys = Object.keys(api)
+    Object.freeze(limiter.rules.get('login'))
+    for (const rule of ['api', 'login', 'api', 'login', 'api'] as const) await limiter.consume(rule, 'ip:a')
+
+    const allowed = (counts: DecisionCounts) =>
+      Object.fromEntries([...counts.rules()].map((rule) => [rule.rule, [...rule.decisions.slice(0, 2)]]))
+    expect(allowed(first)).toEqual({ api: [2, 1], login: [2, 0] })
+    expect(allowed(second)).toEqual(allowed(first))
+    expect(Object.keys(api)).toEqual(keys)
+    expect(Object.getOwnPropertySymbols({ ...api })).toEqual([])
+  })
+
   it('labels rules past maxRules __other__, and gives other metrics the same labels', () => {
     const counts = new DecisionCounts({ maxRules: 2 })
     expect(['a', 'b', 'c', 'a', '__other__'].map((name) => counts.ruleLabel(name))).toEqual([

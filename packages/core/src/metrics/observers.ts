@@ -4,22 +4,33 @@ import type { Rule } from '../rules.js'
 import type { StoreOperation } from '../stores/store.js'
 import type { DecisionObserver, StoreErrorKind } from './decision-observer.js'
 
-/** What `begin` returns for a decision no observer sees. */
-export const NOT_OBSERVED = -1
-/** What `begin` returns for an observed decision that is not timed. */
-const UNTIMED = 0
+/**
+ * What a decision reads as it begins (`state`) and carries to its end: no observer is attached.
+ * Small integers, so that nothing the decision path carries is ever a boxed number.
+ */
+export const NOT_OBSERVED = 0
+/** Observers are attached. */
+export const OBSERVED = 1
+/** As `state`: the next `consume` decision is the one in `timeEvery` to time. As a mark: this one is. */
+export const TIMED = 2
 
 /** The most observers one limiter takes: each costs every decision a call. */
 const MAX_OBSERVERS = 16
 
 /**
- * The observers attached to one limiter. Decisions see a single `current` observer, undefined
- * while none is attached, so that an unobserved decision costs one predictable branch.
+ * The observers attached to one limiter. A decision reads `state` as it begins and, unless it is
+ * NOT_OBSERVED, calls `end` with its decision: an unobserved decision costs two predictable
+ * branches and no call.
  */
 export class Observers {
+  state = NOT_OBSERVED
+  /** The one observer decisions go to: the only one attached, or one that hands each call to all of them. */
   current: DecisionObserver | undefined
+  /** When the last decision `startTiming` was called for began (`performance.now()`). */
+  timedAt = 0
   private attached: readonly DecisionObserver[] = []
   private timeEvery = 0
+  /** `consume` decisions to end before the next one is timed. */
   private untilTimed = 0
 
   /** Attaches the observer; the function returned detaches it (again: nothing happens). */
@@ -35,20 +46,27 @@ export class Observers {
     return () => this.update(this.attached.filter((other) => other !== observer))
   }
 
-  /**
-   * Called as a decision begins: NOT_OBSERVED, UNTIMED, or the time it began (`performance.now()`)
-   * when it is the one in `timeEvery` to time.
-   */
-  begin(operation: StoreOperation): number {
-    if (this.current === undefined || operation !== 'consume') return NOT_OBSERVED
-    if (this.timeEvery === 0 || --this.untilTimed > 0) return UNTIMED
-    this.untilTimed = this.timeEvery
-    return performance.now()
+  /** Called as a decision begins while `state` is TIMED: its mark, TIMED for a `consume`. */
+  startTiming(operation: StoreOperation): number {
+    if (operation !== 'consume') return OBSERVED
+    this.state = OBSERVED
+    this.timedAt = performance.now()
+    return TIMED
   }
 
-  /** Called with the decision `begin` was called for, unless it returned NOT_OBSERVED. */
-  end(rule: Rule, decision: Decision, startedAt: number): void {
-    this.current?.decided(rule, decision, startedAt > UNTIMED ? (performance.now() - startedAt) / 1000 : Number.NaN)
+  /**
+   * Called as an observed decision ends, with the mark it carried. `startedAt`: the `timedAt` of
+   * a timed decision that waited for its store; the others end before another decision begins.
+   */
+  end(rule: Rule, decision: Decision, operation: StoreOperation, mark: number, startedAt?: number): void {
+    const observer = this.current
+    if (observer === undefined || operation !== 'consume') return
+    const seconds = mark === TIMED ? (performance.now() - (startedAt ?? this.timedAt)) / 1000 : Number.NaN
+    if (this.timeEvery > 0 && --this.untilTimed <= 0) {
+      this.untilTimed = this.timeEvery
+      this.state = TIMED
+    }
+    observer.decided(rule, decision, seconds)
   }
 
   storeFailed(kind: StoreErrorKind): void {
@@ -60,7 +78,10 @@ export class Observers {
     this.current = attached.length <= 1 ? attached[0] : new EveryObserver(attached)
     const every = attached.map((observer) => observer.timeEvery).filter((n) => n > 0)
     this.timeEvery = every.length === 0 ? 0 : Math.min(...every)
-    this.untilTimed = this.timeEvery
+    // The timeEvery-th decision from now is the first timed.
+    this.untilTimed = this.timeEvery - 1
+    this.state =
+      this.current === undefined ? NOT_OBSERVED : this.timeEvery > 0 && this.untilTimed === 0 ? TIMED : OBSERVED
   }
 }
 
