@@ -42,6 +42,8 @@ export type { DecisionObserver, StoreErrorKind } from './metrics/decision-observ
 export { STORE_ERROR_KINDS } from './metrics/decision-observer.js'
 export type { DurationCounts } from './metrics/duration-histogram.js'
 export { DEFAULT_DURATION_BUCKETS } from './metrics/duration-histogram.js'
+export type { HybridStoreView, RulesListener } from './metrics/limiter-sources.js'
+export { hybridStoreOf, onRulesEvents } from './metrics/limiter-sources.js'
 export type { DecisionOutcome } from './metrics/outcomes.js'
 export { DECISION_OUTCOMES, decisionOutcome } from './metrics/outcomes.js'
 export { OTHER_RULES } from './metrics/rule-labels.js'

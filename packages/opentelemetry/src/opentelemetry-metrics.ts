@@ -11,13 +11,13 @@ import {
   DECISION_OUTCOMES,
   DecisionCounts,
   type DecisionCountsOptions,
+  hybridStoreOf,
   type Limiter,
+  onRulesEvents,
   STORE_ERROR_KINDS,
   TollgateConfigError,
 } from '@tollgate/core'
 import { DecisionSpans, RESULT, RULE } from './decision-spans.js'
-import { hybridStoreOf } from './hybrid-store-view.js'
-import { onRulesEvents } from './rules-events.js'
 
 export interface OpenTelemetryMetricsOptions extends DecisionCountsOptions {
   /**

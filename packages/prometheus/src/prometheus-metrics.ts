@@ -3,15 +3,16 @@ import {
   DECISION_OUTCOMES,
   DecisionCounts,
   type DecisionCountsOptions,
+  type HybridStoreView,
+  hybridStoreOf,
   type Limiter,
+  onRulesEvents,
   type RuleCounts,
   STORE_ERROR_KINDS,
   TollgateConfigError,
 } from '@tollgate/core'
 import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client'
 import { CountedHistogram } from './counted-histogram.js'
-import { type HybridStoreView, hybridStoreOf } from './hybrid-store-view.js'
-import { onRulesEvents } from './rules-events.js'
 
 export interface PrometheusMetricsOptions extends DecisionCountsOptions {
   /**
