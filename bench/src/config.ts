@@ -11,8 +11,8 @@ export interface BenchConfig {
   commands: { warmupDecisions: number; decisions: number }
   /** Decisions timed one at a time, per contender and repetition. */
   latency: { warmupDecisions: number; decisions: number; repetitions: number }
-  /** Turns of `perTurn` decisions, each variant's one after another. */
-  metrics: { warmupTurns: number; turns: number; perTurn: number }
+  /** Pairs of turns of `perTurn` decisions, the metrics' observer detached in one and attached in the other. */
+  metrics: { warmupPairs: number; pairs: number; perTurn: number }
   http: {
     connections: number
     /** Once per server, before the repetitions. */
@@ -47,7 +47,7 @@ export function configOf(quick: boolean): BenchConfig {
     commands: { warmupDecisions: 200, decisions: quick ? 500 : 2_000 },
     latency: { warmupDecisions: 20_000, decisions: quick ? 20_000 : 100_000, repetitions: quick ? 1 : 3 },
     // A difference of a few ns in several hundred: many short turns, each seeing the same machine as the next.
-    metrics: { warmupTurns: quick ? 100 : 300, turns: quick ? 500 : 2_000, perTurn: 5_000 },
+    metrics: { warmupPairs: quick ? 50 : 200, pairs: quick ? 400 : 2_000, perTurn: 5_000 },
     // Express takes about two seconds of load to reach its pace.
     http: { connections: 64, warmupSeconds: quick ? 1 : 3, seconds: quick ? 1 : 2.5, repetitions: quick ? 1 : 3 },
     bytes: {

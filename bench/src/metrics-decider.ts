@@ -1,4 +1,4 @@
-import { createLimiter, type Limiter, MemoryStore } from '@tollgate/core'
+import { createLimiter, type DecisionObserver, type Limiter, MemoryStore } from '@tollgate/core'
 import { openTelemetryMetrics } from '@tollgate/opentelemetry'
 import { prometheusMetrics } from '@tollgate/prometheus'
 import { Registry } from 'prom-client'
@@ -6,17 +6,26 @@ import { LIMIT_NEVER_REACHED, PERIOD_MS } from './config.js'
 import type { Decider } from './contenders/contender.js'
 
 /**
- * - `none`: nothing attached;
  * - `prometheus`: `prometheusMetrics(limiter, { registry })`, defaults otherwise (one decision
  *   in 100 timed);
  * - `opentelemetry`: `openTelemetryMetrics(limiter)` on the global no-op MeterProvider, span
  *   attributes on and no active span: the observer's own cost, not an SDK's.
  */
-export const METRICS_VARIANTS = ['none', 'prometheus', 'opentelemetry'] as const
+export const METRICS_VARIANTS = ['prometheus', 'opentelemetry'] as const
 export type MetricsVariant = (typeof METRICS_VARIANTS)[number]
 
-/** An in-process limiter (fixed window, 1 window) of `rules` rules that decisions take in turn, with the variant's metrics attached. */
-export function metricsDecider(variant: MetricsVariant, rules: number): Decider {
+export interface MetricsDecider extends Decider {
+  /** Attaches again the observer the variant's metrics attached when they were made. */
+  attach(): void
+  /** Detaches it: the limiter decides as with nothing attached. */
+  detach(): void
+}
+
+/**
+ * An in-process limiter (fixed window, 1 window) of `rules` rules that decisions take in turn,
+ * with the variant's metrics, whose observer turns detach and attach again.
+ */
+export function metricsDecider(variant: MetricsVariant, rules: number): MetricsDecider {
   if (!METRICS_VARIANTS.includes(variant)) throw new Error(`unknown metrics variant ${variant}`)
   const names = Array.from({ length: rules }, (_, i) => `rule${i}`)
   const limiter: Limiter = createLimiter({
@@ -29,12 +38,23 @@ export function metricsDecider(variant: MetricsVariant, rules: number): Decider 
     ),
     onWarning: () => {},
   })
+  // The package attaches its observer once; turns detach and attach that same observer, so that
+  // its counts, and their place on each rule, are made once, as in an application.
+  const observe = limiter.observe.bind(limiter)
+  let observer: DecisionObserver | undefined
+  let detach: (() => void) | undefined
+  limiter.observe = (made) => {
+    observer = made
+    detach = observe(made)
+    return () => {
+      detach?.()
+      detach = undefined
+    }
+  }
   const metrics =
-    variant === 'prometheus'
-      ? prometheusMetrics(limiter, { registry: new Registry() })
-      : variant === 'opentelemetry'
-        ? openTelemetryMetrics(limiter)
-        : undefined
+    variant === 'prometheus' ? prometheusMetrics(limiter, { registry: new Registry() }) : openTelemetryMetrics(limiter)
+  if (observer === undefined) throw new Error(`${variant} attached no observer`)
+  const attached = observer
   let turn = 0
   return {
     async decide(identifiers) {
@@ -42,8 +62,15 @@ export function metricsDecider(variant: MetricsVariant, rules: number): Decider 
       if (decision.error) throw decision.error
       return decision.allowed
     },
+    attach() {
+      detach ??= observe(attached)
+    },
+    detach() {
+      detach?.()
+      detach = undefined
+    },
     async teardown() {
-      metrics?.close()
+      metrics.close()
       await limiter.close()
     },
   }

@@ -1,7 +1,6 @@
 import { LineChild } from '../child-process.js'
 import type { BenchConfig } from '../config.js'
 import { METRICS_VARIANTS, type MetricsVariant } from '../metrics-decider.js'
-import { rotate } from '../stats.js'
 import type { MeasureContext } from './context.js'
 
 /** One rule, and 8 rules that decisions take in turn, so that each finds its rule's counts anew. */
@@ -13,79 +12,72 @@ export const METRICS_IN_FLIGHT = 256
 export interface MetricsCostCell {
   variant: MetricsVariant
   rules: number
-  /** Wall ns per decision of each turn, in turn order; the same turn of every variant of a rule count ran back to back. */
-  ns: number[]
+  /** Wall ns per decision of each turn with the metrics' observer detached, in pair order. */
+  withoutNs: number[]
+  /** Wall ns per decision of each turn with it attached, in pair order. */
+  withNs: number[]
   errors: number
   firstError?: string
 }
 
-interface Turn {
-  ns: number
+interface Answer {
+  without: number[]
+  withMetrics: number[]
   errors: number
   firstError?: string
 }
 
-export function metricsCostUnits(config: BenchConfig): number {
-  return METRICS_RULE_COUNTS.length * (1 + Math.ceil(config.metrics.turns / 100))
+export function metricsCostUnits(_config: BenchConfig): number {
+  return METRICS_RULE_COUNTS.length * METRICS_VARIANTS.length
 }
 
 /**
- * Measure 7: what attaching metrics costs an in-process decision. Per rule count, one
- * MemoryStore limiter (fixed window, 1 window × 1 identifier over 10,000 identifiers) per
- * variant, each in a process of its own, decides `perTurn` decisions in turns, the variants one
- * after another in an order rotated each turn. A difference of a few ns in a decision of several
- * hundred is below what runs of seconds tell apart on a shared machine; turns milliseconds apart
- * see the same machine, and the median over the turns of the difference to `none` is the cost.
+ * Measure 7: what attaching metrics costs an in-process decision. Per variant and rule count, one
+ * MemoryStore limiter (fixed window, 1 window × 1 identifier over 10,000 identifiers) in a
+ * process of its own decides in turns of `perTurn` decisions, the observer its metrics attached
+ * detached for one turn and attached again for the next, `pairs` times after `warmupPairs`. A
+ * difference of a few ns in a decision of several hundred is below what runs of seconds tell
+ * apart on a shared machine, and two limiters, or two processes, running the same code differ by
+ * tens of ns: one limiter's turns milliseconds apart see the same machine, store and compiled
+ * code, and the median over the pairs of their difference is the cost.
  */
 export async function measureMetricsCost(context: MeasureContext): Promise<MetricsCostCell[]> {
   const { config, progress } = context
-  const { warmupTurns, turns, perTurn } = config.metrics
+  const { warmupPairs, pairs, perTurn } = config.metrics
   const phase = progress.phase('metrics cost', metricsCostUnits(config))
   const cells: MetricsCostCell[] = []
   for (const rules of METRICS_RULE_COUNTS) {
-    const where = `${rules} rule${rules === 1 ? '' : 's'}`
-    const workers = new Map(
-      METRICS_VARIANTS.map((variant) => [
+    for (const variant of METRICS_VARIANTS) {
+      phase.note(`${variant}, ${rules} rule${rules === 1 ? '' : 's'}`)
+      const worker = new LineChild('metrics-cost-worker.ts', [
         variant,
-        new LineChild('metrics-cost-worker.ts', [variant, String(rules), String(METRICS_IN_FLIGHT)]),
-      ]),
-    )
-    try {
-      const byVariant = new Map<MetricsVariant, MetricsCostCell>()
-      for (const [variant, worker] of workers) {
+        String(rules),
+        String(METRICS_IN_FLIGHT),
+        String(perTurn),
+      ])
+      try {
         await worker.receive<{ ready: true }>()
-        const cell: MetricsCostCell = { variant, rules, ns: [], errors: 0 }
-        byVariant.set(variant, cell)
+        const answer = await worker.request<Answer>(`${warmupPairs} ${pairs}`)
+        const cell: MetricsCostCell = {
+          variant,
+          rules,
+          withoutNs: answer.without,
+          withNs: answer.withMetrics,
+          errors: answer.errors,
+        }
+        if (answer.firstError !== undefined) cell.firstError = answer.firstError
         cells.push(cell)
-      }
-      phase.note(`warm-up (${where})`)
-      for (let turn = 0; turn < warmupTurns; turn++) {
-        for (const worker of workers.values()) await worker.request<Turn>(String(perTurn))
+      } finally {
+        await worker.close()
       }
       phase.tick()
-      for (let turn = 0; turn < turns; turn++) {
-        if (turn % 100 === 0) phase.note(`${where}, turn ${turn + 1}`)
-        for (const variant of rotate(METRICS_VARIANTS, turn)) {
-          const answer = await (workers.get(variant) as LineChild).request<Turn>(String(perTurn))
-          const cell = byVariant.get(variant) as MetricsCostCell
-          cell.ns.push(answer.ns)
-          cell.errors += answer.errors
-          if (answer.firstError !== undefined) cell.firstError ??= answer.firstError
-        }
-        if (turn % 100 === 99) phase.tick()
-      }
-    } finally {
-      await Promise.all([...workers.values()].map((worker) => worker.close()))
     }
   }
   phase.done()
   return cells
 }
 
-/** Per turn, the variant's ns per decision less `none`'s in the same turn. */
-export function costsOf(cells: readonly MetricsCostCell[], variant: MetricsVariant, rules: number): number[] {
-  const base = cells.find((cell) => cell.variant === 'none' && cell.rules === rules)
-  const cell = cells.find((c) => c.variant === variant && c.rules === rules)
-  if (!base || !cell) return []
-  return cell.ns.map((ns, turn) => ns - (base.ns[turn] as number))
+/** Per pair, ns per decision with the metrics less without. */
+export function costsOf(cell: MetricsCostCell): number[] {
+  return cell.withNs.map((ns, i) => ns - (cell.withoutNs[i] as number))
 }

@@ -234,9 +234,9 @@ function liveRulesTargets(results: BenchResults): TargetRow[] {
 const METRICS_COST_NS = 10
 
 function metricsTargets(results: BenchResults): TargetRow[] {
-  const rules = [...new Set(results.metrics.map((cell) => cell.rules))]
-  const costs = rules.map((count) => ({ rules: count, ns: median(costsOf(results.metrics, 'prometheus', count)) }))
-  if (costs.length === 0 || costs.some((cost) => Number.isNaN(cost.ns))) return []
+  const prometheus = results.metrics.filter((cell) => cell.variant === 'prometheus')
+  if (prometheus.length === 0) return []
+  const costs = prometheus.map((cell) => ({ rules: cell.rules, ns: median(costsOf(cell)) }))
   const worst = Math.max(...costs.map((cost) => cost.ns))
   return [
     {

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { Decision } from '../decision.js'
 import { describeValue, TollgateArgumentError } from '../errors.js'
 import type { Rule } from '../rules.js'
@@ -26,7 +27,10 @@ export class Observers {
   state = NOT_OBSERVED
   /** The one observer decisions go to: the only one attached, or one that hands each call to all of them. */
   current: DecisionObserver | undefined
-  /** When the last decision `startTiming` was called for began (`performance.now()`). */
+  /**
+   * When the last decision `startTiming` was called for began. `performance` is perf_hooks' own:
+   * the global one is a getter Node installs, called on every read.
+   */
   timedAt = 0
   private attached: readonly DecisionObserver[] = []
   private timeEvery = 0
