@@ -6,7 +6,7 @@ import type {
   RulesOptions,
   WarningHandler,
 } from '@tollgate/core'
-import { TollgateConfigError } from '@tollgate/core'
+import { checkOptionsObject, describeValue, type OptionKeys, optionKeys, TollgateConfigError } from '@tollgate/core'
 
 /** What the view sends Redis: the fleet-stats readers', LiveRules' and a RedisStore's commands (an ioredis `Redis` or `Cluster`). */
 export type AdminClient = FleetStatsReadClient & LiveRulesClient & RedisClientLike
@@ -100,24 +100,26 @@ export interface AdminConfig {
   onWarning: WarningHandler | undefined
 }
 
-const OPTION_KEYS = new Set<string>([
-  'client',
-  'prefix',
-  'rules',
-  'token',
-  'showIdentifiers',
-  'flushIntervalMs',
-  'topIntervalMs',
-  'intervalMs',
-  'basePath',
-  'clock',
-  'onWarning',
-])
-const SERVER_OPTION_KEYS = new Set<string>([...OPTION_KEYS, 'port', 'host'])
+const OPTION_KEYS = optionKeys<AdminOptions>({
+  client: true,
+  prefix: true,
+  rules: true,
+  token: true,
+  showIdentifiers: true,
+  flushIntervalMs: true,
+  topIntervalMs: true,
+  intervalMs: true,
+  basePath: true,
+  clock: true,
+  onWarning: true,
+})
+const SERVER_OPTION_KEYS: OptionKeys<AdminServerOptions> = new Set([...OPTION_KEYS, 'port', 'host'])
 const MIN_TOKEN_LENGTH = 16
 
 export function adminConfigOf(options: AdminOptions, where: 'adminHandler' | 'startAdminServer'): AdminConfig {
-  checkKeys(options, where === 'startAdminServer' ? SERVER_OPTION_KEYS : OPTION_KEYS, where)
+  checkOptionsObject(options, where === 'startAdminServer' ? SERVER_OPTION_KEYS : OPTION_KEYS, where, {
+    shape: '{ client }',
+  })
   const { client } = options
   if (
     client === null ||
@@ -126,45 +128,51 @@ export function adminConfigOf(options: AdminOptions, where: 'adminHandler' | 'st
     typeof client.defineCommand !== 'function'
   ) {
     throw new TollgateConfigError(
-      `${where} option client must be an ioredis Redis or Cluster client, got ${describe(client)}`,
+      `${where} option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
     )
   }
   const prefix = options.prefix ?? 'tg:'
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new TollgateConfigError(`${where} option prefix must be a string without '{' or '}', got ${describe(prefix)}`)
+    throw new TollgateConfigError(
+      `${where} option prefix must be a string without '{' or '}', got ${describeValue(prefix)}`,
+    )
   }
   const rules = options.rules ?? {}
   if (rules === null || typeof rules !== 'object' || Array.isArray(rules)) {
-    throw new TollgateConfigError(`${where} option rules must be a rules object, got ${describe(rules)}`)
+    throw new TollgateConfigError(`${where} option rules must be a rules object, got ${describeValue(rules)}`)
   }
   const { token } = options
   if (token !== undefined && (typeof token !== 'string' || token.length < MIN_TOKEN_LENGTH)) {
     // The token itself is never repeated in an error message.
-    const got = typeof token === 'string' ? `a string of ${token.length} characters` : describe(token)
+    const got = typeof token === 'string' ? `a string of ${token.length} characters` : describeValue(token)
     throw new TollgateConfigError(
       `${where} option token must be a string of at least ${MIN_TOKEN_LENGTH} characters, got ${got}`,
     )
   }
   const showIdentifiers = options.showIdentifiers ?? false
   if (typeof showIdentifiers !== 'boolean') {
-    throw new TollgateConfigError(`${where} option showIdentifiers must be a boolean, got ${describe(showIdentifiers)}`)
+    throw new TollgateConfigError(
+      `${where} option showIdentifiers must be a boolean, got ${describeValue(showIdentifiers)}`,
+    )
   }
   const basePath = options.basePath ?? ''
   if (typeof basePath !== 'string' || (basePath !== '' && (!basePath.startsWith('/') || basePath.endsWith('/')))) {
     throw new TollgateConfigError(
-      `${where} option basePath must be '' or a path that starts with '/' and does not end with one, got ${describe(basePath)}`,
+      `${where} option basePath must be '' or a path that starts with '/' and does not end with one, got ${describeValue(basePath)}`,
     )
   }
   const clock = options.clock ?? Date.now
   if (typeof clock !== 'function') {
-    throw new TollgateConfigError(`${where} option clock must be a function, got ${describe(clock)}`)
+    throw new TollgateConfigError(`${where} option clock must be a function, got ${describeValue(clock)}`)
   }
   if (options.onWarning !== undefined && typeof options.onWarning !== 'function') {
-    throw new TollgateConfigError(`${where} option onWarning must be a function, got ${describe(options.onWarning)}`)
+    throw new TollgateConfigError(
+      `${where} option onWarning must be a function, got ${describeValue(options.onWarning)}`,
+    )
   }
   const now = () => {
     const value = clock()
-    if (!Number.isFinite(value)) throw new TollgateConfigError(`${where} option clock returned ${describe(value)}`)
+    if (!Number.isFinite(value)) throw new TollgateConfigError(`${where} option clock returned ${describeValue(value)}`)
     return value
   }
   return {
@@ -186,38 +194,20 @@ export function serverAddressOf(options: AdminServerOptions): { port: number; ho
   const { port, host = '127.0.0.1' } = options
   if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65_535) {
     throw new TollgateConfigError(
-      `startAdminServer option port must be an integer from 0 to 65535, got ${describe(port)}`,
+      `startAdminServer option port must be an integer from 0 to 65535, got ${describeValue(port)}`,
     )
   }
   if (typeof host !== 'string' || host === '') {
-    throw new TollgateConfigError(`startAdminServer option host must be an address to listen on, got ${describe(host)}`)
+    throw new TollgateConfigError(
+      `startAdminServer option host must be an address to listen on, got ${describeValue(host)}`,
+    )
   }
   return { port, host }
 }
 
-function checkKeys(options: unknown, known: ReadonlySet<string>, where: string): void {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TollgateConfigError(`${where} options must be an object { client }, got ${describe(options)}`)
-  }
-  for (const key of Object.keys(options)) {
-    if (!known.has(key)) {
-      throw new TollgateConfigError(
-        `${where}: unknown option '${key}'; known options are ${[...known].map((k) => `'${k}'`).join(', ')}`,
-      )
-    }
-  }
-}
-
 function whole(where: string, name: string, value: unknown, least: number): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) {
-    throw new TollgateConfigError(`${where} option ${name} must be an integer ≥ ${least}, got ${describe(value)}`)
+    throw new TollgateConfigError(`${where} option ${name} must be an integer ≥ ${least}, got ${describeValue(value)}`)
   }
   return value
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value)
-  if (typeof value === 'function') return 'a function'
-  if (value === null || typeof value !== 'object') return String(value)
-  return Array.isArray(value) ? 'an array' : 'an object'
 }

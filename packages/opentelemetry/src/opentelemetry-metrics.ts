@@ -8,12 +8,14 @@ import {
 } from '@opentelemetry/api'
 import {
   type BreakerState,
+  checkOptionsObject,
   DECISION_OUTCOMES,
   DecisionCounts,
   type DecisionCountsOptions,
   hybridStoreOf,
   type Limiter,
   onRulesEvents,
+  optionKeys,
   STORE_ERROR_KINDS,
   TollgateConfigError,
 } from '@tollgate/core'
@@ -51,7 +53,13 @@ const RELOAD_RESULT = 'tollgate.rules.reload.result'
 /** `tollgate.breaker.state`'s value is the state's index here. */
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'half-open', 'open']
 const SYNC_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
-const OPTION_KEYS = new Set(['meterProvider', 'spanAttributes', 'maxRules', 'timeEvery', 'durationBuckets'])
+const OPTION_KEYS = optionKeys<OpenTelemetryMetricsOptions>({
+  meterProvider: true,
+  spanAttributes: true,
+  maxRules: true,
+  timeEvery: true,
+  durationBuckets: true,
+})
 
 /**
  * Reports the limiter's decisions as OpenTelemetry instruments, through `@opentelemetry/api`
@@ -195,13 +203,9 @@ function observeByRule(
   counts: DecisionCounts,
   values: Iterable<[string, number]>,
 ): void {
-  const totals = new Map<string, number>()
-  for (const rule of counts.rules()) totals.set(rule.rule, 0)
-  for (const [name, value] of values) {
-    const label = counts.ruleLabel(name)
-    totals.set(label, (totals.get(label) ?? 0) + value)
+  for (const [rule, value] of counts.totalsByRule(values)) {
+    result.observe(counter, value, { [RULE]: rule } satisfies Attributes)
   }
-  for (const [rule, value] of totals) result.observe(counter, value, { [RULE]: rule } satisfies Attributes)
 }
 
 function checkedOptions(limiter: Limiter, options: OpenTelemetryMetricsOptions): OpenTelemetryMetricsOptions {
@@ -210,18 +214,8 @@ function checkedOptions(limiter: Limiter, options: OpenTelemetryMetricsOptions):
       'openTelemetryMetrics takes a limiter made by createLimiter of @tollgate/core (one with observe()) as its first argument',
     )
   }
-  if (options === null || typeof options !== 'object') {
-    throw new TollgateConfigError(`openTelemetryMetrics options must be an object, got ${String(options)}`)
-  }
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) {
-      throw new TollgateConfigError(
-        `openTelemetryMetrics: unknown option '${key}'; known options are ${[...OPTION_KEYS].map((k) => `'${k}'`).join(', ')}`,
-      )
-    }
-  }
-  const { meterProvider, spanAttributes } = options
-  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') {
+  const { meterProvider, spanAttributes } = checkOptionsObject(options, OPTION_KEYS, 'openTelemetryMetrics')
+  if (meterProvider !== undefined && typeof (meterProvider as Partial<MeterProvider> | null)?.getMeter !== 'function') {
     throw new TollgateConfigError(
       "openTelemetryMetrics option meterProvider must be a MeterProvider, such as the SDK's new MeterProvider({ readers })",
     )

@@ -1,5 +1,6 @@
 import {
   type BreakerState,
+  checkOptionsObject,
   DECISION_OUTCOMES,
   DecisionCounts,
   type DecisionCountsOptions,
@@ -7,6 +8,7 @@ import {
   hybridStoreOf,
   type Limiter,
   onRulesEvents,
+  optionKeys,
   type RuleCounts,
   STORE_ERROR_KINDS,
   TollgateConfigError,
@@ -54,7 +56,12 @@ const HYBRID_NAMES = [
   'tollgate_hybrid_lease_round_trips_total',
 ]
 
-const OPTION_KEYS = new Set(['registry', 'maxRules', 'timeEvery', 'durationBuckets'])
+const OPTION_KEYS = optionKeys<PrometheusMetricsOptions>({
+  registry: true,
+  maxRules: true,
+  timeEvery: true,
+  durationBuckets: true,
+})
 
 /**
  * Registers the limiter's metrics with prom-client. Decisions are counted by the limiter as they
@@ -235,12 +242,7 @@ function setByOutcome(
 
 /** Per rule label (every one decided on, at 0 when absent from `values`), the values summed. */
 function setByRule(counter: Counter<'rule'>, counts: DecisionCounts, values: Iterable<[string, number]>): void {
-  const totals = new Map<string, number>()
-  for (const rule of counts.rules()) totals.set(rule.rule, 0)
-  for (const [name, value] of values) {
-    const label = counts.ruleLabel(name)
-    totals.set(label, (totals.get(label) ?? 0) + value)
-  }
+  const totals = counts.totalsByRule(values)
   counter.reset()
   for (const [rule, value] of totals) counter.inc({ rule }, value)
 }
@@ -251,20 +253,11 @@ function checkedOptions(limiter: Limiter, options: PrometheusMetricsOptions): Pr
       'prometheusMetrics takes a limiter made by createLimiter of @tollgate/core (one with observe()) as its first argument',
     )
   }
-  if (options === null || typeof options !== 'object') {
-    throw new TollgateConfigError(`prometheusMetrics options must be an object, got ${String(options)}`)
-  }
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) {
-      throw new TollgateConfigError(
-        `prometheusMetrics: unknown option '${key}'; known options are ${[...OPTION_KEYS].map((k) => `'${k}'`).join(', ')}`,
-      )
-    }
-  }
-  const { registry } = options
+  const { registry } = checkOptionsObject(options, OPTION_KEYS, 'prometheusMetrics')
   if (
     registry !== undefined &&
-    (typeof registry?.getSingleMetric !== 'function' || typeof registry.registerMetric !== 'function')
+    (typeof (registry as Partial<Registry> | null)?.getSingleMetric !== 'function' ||
+      typeof (registry as Partial<Registry>).registerMetric !== 'function')
   ) {
     throw new TollgateConfigError(
       'prometheusMetrics option registry must be a prom-client Registry, such as new Registry() or the global register',

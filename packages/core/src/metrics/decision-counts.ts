@@ -182,6 +182,20 @@ export class DecisionCounts implements DecisionObserver {
     return this.labels.labelOf(name)
   }
 
+  /**
+   * Values that come by rule name from elsewhere (a HybridStore's, say), summed by the label each
+   * name is counted under; every rule label decided on is there, at 0 when `values` has none.
+   */
+  totalsByRule(values: Iterable<[string, number]>): Map<string, number> {
+    const totals = new Map<string, number>()
+    for (const rule of this.tallies.values()) totals.set(rule.rule, 0)
+    for (const [name, value] of values) {
+      const label = this.labels.labelOf(name)
+      totals.set(label, (totals.get(label) ?? 0) + value)
+    }
+    return totals
+  }
+
   private slotOf(rule: Rule): RuleSlot {
     let slot = this.slots.get(rule)
     if (slot === undefined) {
