@@ -19,8 +19,9 @@ export class LineChild {
   private readonly lines: AsyncIterator<string>
   private stderr = ''
 
-  constructor(module: string, args: readonly string[]) {
-    this.child = spawn(process.execPath, [...nodeFlags(), join(SOURCE_DIR, module), ...args], {
+  /** `flags`: Node flags beside this process's own (nodeFlags). */
+  constructor(module: string, args: readonly string[], flags: readonly string[] = []) {
+    this.child = spawn(process.execPath, [...flags, ...nodeFlags(), join(SOURCE_DIR, module), ...args], {
       cwd: PACKAGE_DIR,
       stdio: 'pipe',
     })

@@ -13,6 +13,8 @@ export interface BenchConfig {
   latency: { warmupDecisions: number; decisions: number; repetitions: number }
   /** Pairs of turns of `perTurn` decisions, the metrics' observer detached in one and attached in the other. */
   metrics: { warmupPairs: number; pairs: number; perTurn: number }
+  /** Decisions per round of the allocation measure, its rounds, and the decisions before them. */
+  allocation: { perRound: number; rounds: number; warmupDecisions: number }
   http: {
     connections: number
     /** Once per server, before the repetitions. */
@@ -48,6 +50,8 @@ export function configOf(quick: boolean): BenchConfig {
     latency: { warmupDecisions: 20_000, decisions: quick ? 20_000 : 100_000, repetitions: quick ? 1 : 3 },
     // A difference of a few ns in several hundred: many short turns, each seeing the same machine as the next.
     metrics: { warmupPairs: quick ? 50 : 200, pairs: quick ? 400 : 2_000, perTurn: 5_000 },
+    // Allocation does not vary from run to run: a quick run measures it as a full one does.
+    allocation: { perRound: 10_000, rounds: 5, warmupDecisions: 50_000 },
     // Express takes about two seconds of load to reach its pace.
     http: { connections: 64, warmupSeconds: quick ? 1 : 3, seconds: quick ? 1 : 2.5, repetitions: quick ? 1 : 3 },
     bytes: {

@@ -6,6 +6,7 @@ import { spawnRedisServer } from '@tollgate/test-support/redis-server'
 import { Redis } from 'ioredis'
 import { configOf } from './config.js'
 import { describeMachine } from './machine.js'
+import { allocationUnits, measureAllocation } from './measures/allocation.js'
 import { bytesUnits, measureBytes } from './measures/bytes.js'
 import type { MeasureContext } from './measures/context.js'
 import { decisionUnits, measureDecisions } from './measures/decisions.js'
@@ -74,6 +75,7 @@ const units = {
   'redis-benchmark': redisBenchmarkUnits(config),
   'live-rules': liveRulesUnits(config),
   metrics: metricsCostUnits(config),
+  allocation: allocationUnits(config),
 } satisfies Record<MeasureName, number>
 const progress = new Progress([...only].reduce((sum, name) => sum + units[name], 0))
 
@@ -103,6 +105,7 @@ try {
     http: only.has('http') ? await measureHttp(context) : [],
     liveRules: only.has('live-rules') ? await measureLiveRules(context) : [],
     metrics: only.has('metrics') ? await measureMetricsCost(context) : [],
+    allocation: only.has('allocation') ? await measureAllocation(context) : [],
   }
   progress.stop()
   results.finishedAt = new Date().toISOString()

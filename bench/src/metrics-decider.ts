@@ -1,4 +1,4 @@
-import { createLimiter, type DecisionObserver, type Limiter, MemoryStore } from '@tollgate/core'
+import { createLimiter, type DecisionObserver, type Limiter, MemoryStore, type Rule } from '@tollgate/core'
 import { openTelemetryMetrics } from '@tollgate/opentelemetry'
 import { prometheusMetrics } from '@tollgate/prometheus'
 import { Registry } from 'prom-client'
@@ -9,12 +9,18 @@ import type { Decider } from './contenders/contender.js'
  * - `prometheus`: `prometheusMetrics(limiter, { registry })`, defaults otherwise (one decision
  *   in 100 timed);
  * - `opentelemetry`: `openTelemetryMetrics(limiter)` on the global no-op MeterProvider, span
- *   attributes on and no active span: the observer's own cost, not an SDK's.
+ *   attributes on and no active span: the observer's own cost, not an SDK's;
+ * - `empty`: an observer that does nothing: what the measure reads for the limiter's call to
+ *   any observer, its own bias included, the floor the other rows stand on.
  */
-export const METRICS_VARIANTS = ['prometheus', 'opentelemetry'] as const
+export const METRICS_VARIANTS = ['prometheus', 'opentelemetry', 'empty'] as const
 export type MetricsVariant = (typeof METRICS_VARIANTS)[number]
 
 export interface MetricsDecider extends Decider {
+  /** The observer the variant attached, and the limiter's rules decisions take in turn. */
+  readonly observer: DecisionObserver
+  readonly rules: readonly Rule[]
+  readonly limiter: Limiter
   /** Attaches again the observer the variant's metrics attached when they were made. */
   attach(): void
   /** Detaches it: the limiter decides as with nothing attached. */
@@ -52,11 +58,18 @@ export function metricsDecider(variant: MetricsVariant, rules: number): MetricsD
     }
   }
   const metrics =
-    variant === 'prometheus' ? prometheusMetrics(limiter, { registry: new Registry() }) : openTelemetryMetrics(limiter)
+    variant === 'prometheus'
+      ? prometheusMetrics(limiter, { registry: new Registry() })
+      : variant === 'opentelemetry'
+        ? openTelemetryMetrics(limiter)
+        : emptyMetrics(limiter)
   if (observer === undefined) throw new Error(`${variant} attached no observer`)
   const attached = observer
   let turn = 0
   return {
+    observer: attached,
+    limiter,
+    rules: names.map((name) => limiter.rules.get(name) as Rule),
     async decide(identifiers) {
       const decision = await limiter.consume(names[turn++ % rules] as string, identifiers)
       if (decision.error) throw decision.error
@@ -74,4 +87,9 @@ export function metricsDecider(variant: MetricsVariant, rules: number): MetricsD
       await limiter.close()
     },
   }
+}
+
+function emptyMetrics(limiter: Limiter): { close(): void } {
+  const close = limiter.observe({ timeEvery: 0, decided() {}, storeFailed() {} })
+  return { close }
 }

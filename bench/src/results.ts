@@ -1,5 +1,6 @@
 import type { BenchConfig } from './config.js'
 import type { Machine } from './machine.js'
+import type { AllocationCell } from './measures/allocation.js'
 import type { BytesCell } from './measures/bytes.js'
 import type { DecisionCell } from './measures/decisions.js'
 import type { ExactnessCell } from './measures/exactness.js'
@@ -26,6 +27,7 @@ export interface BenchResults {
   redisBenchmark: RedisBenchmarkCell[]
   liveRules: LiveRulesCell[]
   metrics: MetricsCostCell[]
+  allocation: AllocationCell[]
 }
 
 export const MEASURES = [
@@ -38,6 +40,7 @@ export const MEASURES = [
   'redis-benchmark',
   'live-rules',
   'metrics',
+  'allocation',
 ] as const
 export type MeasureName = (typeof MEASURES)[number]
 
@@ -52,4 +55,5 @@ export const RESULT_KEY = {
   'redis-benchmark': 'redisBenchmark',
   'live-rules': 'liveRules',
   metrics: 'metrics',
+  allocation: 'allocation',
 } as const satisfies Record<MeasureName, keyof BenchResults>

@@ -16,6 +16,8 @@ export interface MetricsCostCell {
   withoutNs: number[]
   /** Wall ns per decision of each turn with it attached, in pair order. */
   withNs: number[]
+  /** The observer's own ns per decision shown to it, measured alone (`metrics-cost-worker.ts`). */
+  isolatedNs: number
   errors: number
   firstError?: string
 }
@@ -23,6 +25,7 @@ export interface MetricsCostCell {
 interface Answer {
   without: number[]
   withMetrics: number[]
+  isolatedNs: number
   errors: number
   firstError?: string
 }
@@ -39,7 +42,10 @@ export function metricsCostUnits(_config: BenchConfig): number {
  * difference of a few ns in a decision of several hundred is below what runs of seconds tell
  * apart on a shared machine, and two limiters, or two processes, running the same code differ by
  * tens of ns: one limiter's turns milliseconds apart see the same machine, store and compiled
- * code, and the median over the pairs of their difference is the cost.
+ * code, and the median over the pairs of their difference is the cost. That difference still
+ * carries a bias of its own, of the order of the budget: the `empty` variant, an observer that does
+ * nothing, reads it. So each worker also times its observer alone (`isolatedNs`): real decisions
+ * handed to it in a loop, less the same loop handing them to a function that does nothing.
  */
 export async function measureMetricsCost(context: MeasureContext): Promise<MetricsCostCell[]> {
   const { config, progress } = context
@@ -63,6 +69,7 @@ export async function measureMetricsCost(context: MeasureContext): Promise<Metri
           rules,
           withoutNs: answer.without,
           withNs: answer.withMetrics,
+          isolatedNs: answer.isolatedNs,
           errors: answer.errors,
         }
         if (answer.firstError !== undefined) cell.firstError = answer.firstError

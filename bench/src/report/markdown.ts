@@ -123,6 +123,25 @@ function latencySection(results: BenchResults): string {
   ].join('\n\n')
 }
 
+function allocationSection(results: BenchResults): string {
+  if (results.allocation.length === 0) return ''
+  const c = results.config.allocation
+  const rows = results.allocation.map((cell) => {
+    const contender = contenderOf(cell.contender)
+    const own = median(cell.bytes) - median(cell.nothingBytes)
+    return [
+      contender.role === 'tollgate' ? `**${labelOf(contender)}**` : labelOf(contender),
+      integer(median(cell.bytes)),
+      integer(own),
+    ]
+  })
+  return [
+    '## 9. Heap bytes one in-process decision allocates',
+    `Each memory contender's own call (section 1), 1 window × 1 identifier over 10,000 identifiers that all hold their state already, awaited one at a time, in a process of its own started with \`--expose-gc\` and a young generation of 128 MB: each of ${c.rounds} rounds collects, then makes ${integer(c.perRound)} decisions with no collection among them, and the heap's growth over the round, per decision, is what a decision allocated (the median over the rounds). The same for an awaited call that does nothing is the await's own share, taken off in the last column. Unlike time, these bytes do not move with the machine's load: the same code allocates the same bytes in every run, so they show a change that allocates less where a timing cannot tell it from noise.`,
+    table(['contender', 'bytes per decision', 'less the await'], rows, ['l', 'r', 'r']),
+  ].join('\n\n')
+}
+
 function metricsSection(results: BenchResults): string {
   if (results.metrics.length === 0) return ''
   const c = results.config.metrics
@@ -135,26 +154,28 @@ function metricsSection(results: BenchResults): string {
       `\`${cell.variant}\``,
       integer(median(cell.withoutNs)),
       integer(median(cell.withNs)),
-      `**${decimal(median(costs), 1)}**`,
+      `${decimal(median(costs), 1)}`,
       `${decimal(at(0.25), 0)} to ${decimal(at(0.75), 0)}`,
+      `**${decimal(cell.isolatedNs, 1)}**`,
       cell.errors > 0 ? integer(cell.errors) : '0',
     ]
   })
   return [
-    '## 7. What metrics cost a decision',
-    `Per row, one in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) in a process of its own, with \`prometheusMetrics\` (one decision in 100 timed) or \`openTelemetryMetrics\` (on the global no-op MeterProvider, span attributes on, no active span), decides in turns of ${integer(c.perTurn)} decisions, the observer the metrics attached detached in one turn and attached again in the next: ${integer(c.pairs)} pairs after ${integer(c.warmupPairs)} to warm up, which goes first alternating. With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. The cost is the median over the pairs of the difference in wall ns per decision; the middle half of those differences spans the next column, the noise a turn of a few ms sees.`,
+    '## 8. What metrics cost a decision',
+    `Per row, one in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) in a process of its own, with \`prometheusMetrics\` (one decision in 100 timed) or \`openTelemetryMetrics\` (on the global no-op MeterProvider, span attributes on, no active span) or an observer that does nothing (\`empty\`), decides in turns of ${integer(c.perTurn)} decisions, the observer the metrics attached detached in one turn and attached again in the next: ${integer(c.pairs)} pairs after ${integer(c.warmupPairs)} to warm up, which goes first alternating. With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. The cost in turns is the median over the pairs of the difference in wall ns per decision; the middle half of those differences spans the next column, the noise a turn of a few ms sees. That median carries a bias of its own, of the order of the budget, which the \`empty\` row reads: an observer that does nothing. So the last column times the observer alone: 10,000 real decisions of the limiter, made with it detached, handed to it ${integer(100)} times over in a loop (one in \`timeEvery\` with the two clock reads a timed decision costs), less the same loop handing them to a function that does nothing; the lowest of 7 rounds.`,
     table(
       [
         'rules',
         'metrics',
         'ns per decision, detached',
         'attached',
-        'cost, ns per decision',
+        'cost in turns, ns per decision',
         'middle half of the pairs',
+        'observer alone, ns per decision',
         'errors',
       ],
       rows,
-      ['l', 'l', 'r', 'r', 'r', 'r', 'r'],
+      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
     ),
   ].join('\n\n')
 }
@@ -352,6 +373,7 @@ export function markdownOf(results: BenchResults, charts: readonly string[]): st
     latencySection(results),
     liveRulesSection(results),
     metricsSection(results),
+    allocationSection(results),
     charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
   ]
   return `${sections.filter((s) => s !== '').join('\n\n')}\n`

@@ -33,7 +33,7 @@ export interface PlanDefaults {
 export function planOf(
   operation: StoreOperation,
   rule: Rule,
-  identifiers: readonly string[],
+  identifiers: Identifiers,
   call: CallSettings,
   limiter: PlanDefaults,
 ): DecisionPlan {
@@ -75,8 +75,12 @@ export function ruleOf(rules: ReadonlyMap<string, Rule>, name: string): Rule {
   return rule
 }
 
-export function identifiersOf(identifiers: unknown): readonly string[] {
-  const list = typeof identifiers === 'string' ? [identifiers] : identifiers
+/** A call's identifiers: one as given, without an array made around it, or several. */
+export type Identifiers = string | readonly string[]
+
+export function identifiersOf(identifiers: unknown): Identifiers {
+  if (typeof identifiers === 'string') return validateIdentifier(identifiers)
+  const list = identifiers
   if (!Array.isArray(list) || list.length === 0) {
     throw new TollgateArgumentError(
       `identifiers must be a non-empty string or array of strings, got ${describeValue(identifiers)}`,
@@ -98,11 +102,16 @@ export function identifiersOf(identifiers: unknown): readonly string[] {
  * One target per rule and identifier, in rule order, then identifier order. A target names the
  * rule's state (`stateName`), which is its name unless live rules changed its shape.
  */
-export function targetsOf(rules: readonly Rule[], identifiers: readonly string[]): StoreTarget[] {
-  const targets: StoreTarget[] = []
+export function targetsOf(rules: readonly Rule[], identifiers: Identifiers): StoreTarget[] {
+  const one = typeof identifiers === 'string'
+  const count = one ? 1 : identifiers.length
+  // Sized up front: the first push into an empty array reserves room for 17.
+  const targets: StoreTarget[] = new Array(rules.length * count)
+  let t = 0
   for (const link of rules) {
-    for (const identifier of identifiers) {
-      targets.push({ rule: link.stateName, algorithm: link.algorithm, windows: link.windows, identifier })
+    for (let i = 0; i < count; i++) {
+      const identifier = one ? identifiers : (identifiers[i] as string)
+      targets[t++] = { rule: link.stateName, algorithm: link.algorithm, windows: link.windows, identifier }
     }
   }
   return targets
@@ -114,8 +123,8 @@ export function targetsOf(rules: readonly Rule[], identifiers: readonly string[]
  */
 export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
   const { allowed, nowMs } = result
-  const windows: WindowState[] = []
   const { targets } = plan.request
+  const windows: WindowState[] = new Array(result.windows.length)
   const { chain } = plan.rule
   // Targets are the chain's rules times the identifiers (targetsOf); a target holds the rule's
   // state name, a decision reports its name.
@@ -130,7 +139,7 @@ export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
       if (!answer) throw new TollgateError('TG_STORE', 'the store answered fewer windows than the decision holds')
       const failed = !allowed && answer.fitsAtMs > nowMs
       if (failed) retryAt = Math.max(retryAt, answer.fitsAtMs)
-      windows.push({
+      windows[i - 1] = {
         rule,
         identifier: target.identifier,
         limit: window.limit,
@@ -138,9 +147,11 @@ export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
         remaining: answer.remaining,
         resetAtMs: answer.resetAtMs,
         failed,
-      })
+      }
     }
   }
+  // Windows answered beyond those the decision holds are not the decision's.
+  if (i < windows.length) windows.length = i
   const decision: Decision = {
     allowed,
     reason: allowed ? 'ok' : result.shed === true ? 'shed' : 'limited',

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import type { BreakerChange } from './circuit-breaker.js'
 import type { Decision } from './decision.js'
 import { callSettingsOf, type DecisionOptions, type ResetOptions, resetsParents } from './decision-options.js'
-import { identifiersOf, planOf, ruleOf, targetsOf } from './decision-plan.js'
+import { type Identifiers, identifiersOf, planOf, ruleOf, targetsOf } from './decision-plan.js'
 import { TollgateError } from './errors.js'
 import { type ActiveRules, type LimiterConfig, type LimiterOptions, limiterConfigOf } from './limiter-config.js'
 import type { LiveRules } from './live-rules/live-rules.js'
@@ -113,7 +113,7 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
       reset(rule: string, identifiers: string | readonly string[], options?: ResetOptions) {
         if (caller.closing) return Promise.reject(closedError())
         let chain: readonly Rule[]
-        let ids: readonly string[]
+        let ids: Identifiers
         try {
           const resolved = ruleOf(active.rules, rule)
           ids = identifiersOf(identifiers)

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { Decision } from '../src/decision.js'
 import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
 import { createLimiter, type Limiter } from '../src/limiter.js'
-import { DecisionCounts } from '../src/metrics/decision-counts.js'
+import { DecisionCounts, type RuleCounts } from '../src/metrics/decision-counts.js'
 import type { DecisionObserver, StoreErrorKind } from '../src/metrics/decision-observer.js'
 import { DECISION_OUTCOMES, decisionOutcome } from '../src/metrics/outcomes.js'
 import type { Rule, WindowOptions } from '../src/rules.js'
@@ -199,6 +199,34 @@ describe('DecisionCounts', () => {
       'a',
       '__other__',
     ])
+  })
+
+  it('keeps every rule label its own counts, however many there are, and two counts on one rule apart', async () => {
+    const names = Array.from({ length: 40 }, (_, i) => `rule${i}`)
+    limiter = createLimiter({
+      rules: Object.fromEntries(names.map((name) => [name, { windows: [{ limit: 3, period: '1m' }] }])),
+    })
+    const counts = new DecisionCounts()
+    const other = new DecisionCounts()
+    limiter.observe(counts)
+    // Rule i decides i % 5 + 1 times on a fresh identifier, then 4 more on one: 3 allowed, 1 limited.
+    for (const [i, name] of names.entries()) {
+      for (let n = 0; n <= i % 5; n++) await limiter.consume(name, `ip:${i}.${n}`, { cost: 2 })
+      if (i === 20) limiter.observe(other)
+      for (let n = 0; n < 4; n++) await limiter.consume(name, 'ip:same')
+    }
+    const byRule = new Map([...counts.rules()].map((rule) => [rule.rule, rule]))
+    expect([...byRule.keys()]).toEqual(names)
+    for (const [i, name] of names.entries()) {
+      const rule = byRule.get(name) as RuleCounts
+      expect([...rule.decisions.slice(0, 2)]).toEqual([(i % 5) + 1 + 3, 1])
+      expect([...rule.units.slice(0, 2)]).toEqual([2 * ((i % 5) + 1) + 3, 1])
+    }
+    // Attached after rule 20's first decisions: it saw that rule's last four and all of the later rules'.
+    const seen = new Map([...other.rules()].map((rule) => [rule.rule, [...rule.decisions.slice(0, 2)]]))
+    expect(seen.get('rule20')).toEqual([3, 1])
+    expect(seen.get('rule39')).toEqual([(39 % 5) + 1 + 3, 1])
+    expect(seen.has('rule19')).toBe(false)
   })
 
   it('counts timed decisions in buckets, each time in the first bucket it fits', () => {

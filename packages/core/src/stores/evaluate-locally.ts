@@ -61,7 +61,11 @@ export function evaluateLocally<Key>(
     if (shed) allowed = false
   }
   const writes = (operation === 'consume' && allowed && cost > 0) || (operation === 'refund' && cost > 0)
-  const windows: StoreWindowResult[] = []
+  let count = 0
+  for (let t = 0; t < targets.length; t++) count += (targets[t] as (typeof targets)[number]).windows.length
+  // Sized up front: the first push into an empty array reserves room for 17.
+  const windows: StoreWindowResult[] = new Array(count)
+  let w = 0
   for (let t = 0; t < targets.length; t++) {
     const target = targets[t] as (typeof targets)[number]
     const algorithm = algorithms[target.algorithm]
@@ -82,7 +86,7 @@ export function evaluateLocally<Key>(
       if (shed && sheds(algorithm, state, window, now, cost, random as number)) {
         answer.fitsAtMs = shedRetryAt(algorithm, state, window, now, cost)
       }
-      windows.push(answer)
+      windows[w++] = answer
     }
   }
   if (shed) return { allowed: false, shed, nowMs: now, windows }
