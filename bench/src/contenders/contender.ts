@@ -27,6 +27,12 @@ export interface Decider {
    * `identifiers` has one element for `one-window` and two for `two-by-two`.
    */
   decide(identifiers: readonly string[]): Promise<boolean>
+  /**
+   * Brings to an end the work it does beside its decisions, if any (a HybridStore's sync of what
+   * was just decided), so that none of it runs while another contender is measured: a sync of
+   * 20,000 keys takes Redis about 200 ms.
+   */
+  settle?(): Promise<void>
   teardown(): Promise<void>
 }
 

@@ -85,6 +85,10 @@ function tollgateHybrid(algorithm: AlgorithmName): Contender {
           if (decision.error) throw decision.error
           return decision.allowed
         },
+        async settle() {
+          const report = await store.syncNow()
+          if (report.error) throw report.error
+        },
         async teardown() {
           const { mode } = store.stats()
           await limiter.close()

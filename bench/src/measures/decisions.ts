@@ -87,7 +87,9 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
     for (const contender of contenders) {
       phase.note(`warm-up ${contender.id} (${where})`)
       await admin.flushall()
-      await driveFor(deciders.get(contender.id) as Decider, ids, scenario.inFlight, config.decisions.warmupMs)
+      const decider = deciders.get(contender.id) as Decider
+      await driveFor(decider, ids, scenario.inFlight, config.decisions.warmupMs)
+      await decider.settle?.()
       phase.tick()
     }
     for (let rep = 0; rep < config.decisions.repetitions; rep++) {
@@ -102,6 +104,8 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
           config.decisions.measureMs,
         )
         const redisUsed = (await redisCpuSeconds(admin)) - redisBefore
+        // Its sync of the measured decisions runs now, between measurements, not in the next one.
+        await deciders.get(contender.id)?.settle?.()
         const cell = byContender.get(contender.id) as DecisionCell
         cell.perSecond.push(run.decisions / run.seconds)
         cell.clientCpuUs.push((run.cpuSeconds / Math.max(1, run.decisions)) * 1e6)

@@ -79,6 +79,7 @@ export async function measureLatency(context: MeasureContext): Promise<LatencyCe
     cells.set(contender.id, { contender: contender.id, p50Us: [], p99Us: [], timerP50Us: [], decisions: 0, errors: 0 })
     phase.note(`warm-up ${contender.id}`)
     await timeEach(decider, ids, warmupDecisions)
+    await decider.settle?.()
     phase.tick()
   }
   try {
@@ -87,7 +88,9 @@ export async function measureLatency(context: MeasureContext): Promise<LatencyCe
         phase.note(`${contender.id} rep ${rep + 1}`)
         const cell = cells.get(contender.id) as LatencyCell
         const timer = (await timeEach(NOTHING, ids, decisions)).samples.sort()
-        const run = await timeEach(deciders.get(contender.id) as Decider, ids, decisions)
+        const decider = deciders.get(contender.id) as Decider
+        const run = await timeEach(decider, ids, decisions)
+        await decider.settle?.()
         const sorted = run.samples.sort()
         cell.p50Us.push(quantileUs(sorted, 0.5))
         cell.p99Us.push(quantileUs(sorted, 0.99))

@@ -236,20 +236,18 @@ const METRICS_COST_NS = 10
 function metricsTargets(results: BenchResults): TargetRow[] {
   const prometheus = results.metrics.filter((cell) => cell.variant === 'prometheus')
   if (prometheus.length === 0) return []
-  const worst = Math.max(...prometheus.map((cell) => cell.isolatedNs))
-  const inTurns = (variant: string) =>
-    results.metrics
-      .filter((cell) => cell.variant === variant)
-      .map((cell) => `${decimal(median(costsOf(cell)), 1)}`)
-      .join(' and ')
+  // In turns of real decisions, less what an observer doing nothing reads in the same turns:
+  // what attaching the metrics costs a decision, the measure's own bias taken off.
+  const added = prometheus.map((cell) => {
+    const empty = results.metrics.find((other) => other.variant === 'empty' && other.rules === cell.rules)
+    return { cell, ns: median(costsOf(cell)) - (empty ? median(costsOf(empty)) : 0) }
+  })
+  const worst = Math.max(...added.map((entry) => entry.ns))
+  const rules = (n: number) => `${n} rule${n === 1 ? '' : 's'}`
   return [
     {
-      target: `metrics on the decision path: the work prometheusMetrics' observer adds to an in-process decision ≤ ${METRICS_COST_NS} ns`,
-      measured: `${prometheus
-        .map((cell) => `${cell.rules} rule${cell.rules === 1 ? '' : 's'} ${decimal(cell.isolatedNs, 1)} ns`)
-        .join(
-          ', ',
-        )} alone; in turns of decisions ${inTurns('prometheus')} ns, where an observer doing nothing reads ${inTurns('empty')} ns (section 8)`,
+      target: `metrics on the decision path: attaching prometheusMetrics adds ≤ ${METRICS_COST_NS} ns to an in-process decision (in turns of decisions, less an observer that does nothing)`,
+      measured: `${added.map(({ cell, ns }) => `${rules(cell.rules)} ${decimal(ns, 1)} ns`).join(', ')}; the observer's own work, timed alone: ${prometheus.map((cell) => `${decimal(cell.isolatedNs, 1)} ns`).join(' and ')} (section 8)`,
       ratio: METRICS_COST_NS / Math.max(worst, 1),
       met: worst <= METRICS_COST_NS,
     },
