@@ -148,7 +148,12 @@ describe('fleet stats', () => {
     expect(() => shareFleetStats(limiter, { client, flushIntervalMs: 0 })).toThrow(
       'shareFleetStats option flushIntervalMs must be an integer ≥ 10, got 0',
     )
+    // Past a timer's longest delay Node would flush every millisecond.
+    expect(() => shareFleetStats(limiter, { client, flushIntervalMs: 2 ** 31 })).toThrow(
+      'shareFleetStats option flushIntervalMs must be at most 2147483647, got 2147483648',
+    )
     expect(() => shareFleetStats(limiter, { client, prefix: '{x}' })).toThrow(/prefix/)
+    expect(() => shareFleetStats(limiter, { client, prefix: '{x}' })).toThrow(/^shareFleetStats option prefix must be/)
     void limiter.close()
   })
 })

@@ -30,10 +30,11 @@ export function encodeKeyPart(part: string): string {
   return `#${textDigest(part)}`
 }
 
-export function validatePrefix(prefix: unknown): string {
+/** `owner`: what the option belongs to, to name it in the error (`HybridStore`). */
+export function validatePrefix(prefix: unknown, owner?: string): string {
   if (typeof prefix !== 'string' || prefix.length > 64 || /[{}]/.test(prefix)) {
     throw new TollgateConfigError(
-      `option prefix must be a string of at most 64 characters without '{' or '}' (they would break Cluster hash tags), got ${describeValue(prefix)}`,
+      `${owner === undefined ? '' : `${owner} `}option prefix must be a string of at most 64 characters without '{' or '}' (they would break Cluster hash tags), got ${describeValue(prefix)}`,
     )
   }
   return prefix

@@ -5,6 +5,7 @@ import { describeValue, TollgateConfigError } from './errors.js'
 import type { LiveRules } from './live-rules/live-rules.js'
 import { type LiveRulesSource, liveSourceOf } from './live-rules/source.js'
 import { checkOptionsObject, optionKeys } from './option-objects.js'
+import { processWarning } from './process-warning.js'
 import { type LiveResolution, type Rule, type RulesOptions, resolveRules, type WarningHandler } from './rules.js'
 import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
 import { storeTimeoutOf } from './store-wait.js'
@@ -116,11 +117,9 @@ const OPTION_KEYS = optionKeys<LimiterOptions>({
 
 const DEFAULT_STORE_TIMEOUT_MS = 100
 
-const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
-
 export function limiterConfigOf(raw: unknown): LimiterConfig {
   const options = checkOptionsObject(raw, OPTION_KEYS, 'createLimiter options', { shape: '{ rules }' })
-  const { store, onWarning = emitWarning, dryRun = false, random = Math.random } = options
+  const { store, onWarning = processWarning, dryRun = false, random = Math.random } = options
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)
   }

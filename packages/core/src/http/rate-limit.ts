@@ -4,6 +4,7 @@ import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { createLimiter, type Limiter } from '../limiter.js'
 import { checkOptionsObject, type OptionKeys } from '../option-objects.js'
+import { processWarning } from '../process-warning.js'
 import type { WarningHandler } from '../rules.js'
 import { storeErrorPolicyOf } from '../store-error-policy.js'
 import { storeTimeoutOf } from '../store-wait.js'
@@ -79,8 +80,6 @@ export interface RateLimit<Req> {
   close(): Promise<void>
 }
 
-const emitWarning = (message: string, code: string) => process.emitWarning(message, { code })
-
 /**
  * Builds the HTTP engine once per middleware or route: every option is checked here.
  * `adapterOptions` names the options an adapter takes itself and removes before these reach core
@@ -92,7 +91,7 @@ export function createRateLimit<Req>(
 ): RateLimit<Req> {
   const raw: unknown = options
   checkOptionsObject(raw, knownOptions(adapterOptions), 'rate limit options')
-  const onWarning = optionalFunction(options, 'onWarning') ?? emitWarning
+  const onWarning = optionalFunction(options, 'onWarning') ?? processWarning
   const warnOnce = onceEach(onWarning)
   const identify = optionalFunction(options, 'identify')
   const skip = optionalFunction(options, 'skip')

@@ -1,7 +1,9 @@
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { validatePrefix } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import { processWarning } from '../process-warning.js'
 import type { RulesOptions, WarningHandler } from '../rules.js'
+import { MAX_TIMER_MS } from '../timer-delay.js'
 import type { LiveRulesClient } from './redis-rules.js'
 
 export interface LiveRulesOptions {
@@ -84,8 +86,6 @@ const OPTION_KEYS = optionKeys<LiveRulesOptions>({
 /** Polling faster than this is a unit mistake (seconds meant), not a need: a publish nudges every process at once. */
 const MIN_POLL_INTERVAL_MS = 10
 
-const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
-
 export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
   const options = checkOptionsObject(raw, OPTION_KEYS, 'LiveRules options', { shape: '{ client, defaults }' })
   const {
@@ -94,7 +94,7 @@ export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
     prefix = 'tg:',
     pollIntervalMs = 1_000,
     snapshotPath,
-    onWarning = emitWarning,
+    onWarning = processWarning,
     nudges = true,
   } = options
   const commands = client as Partial<LiveRulesClient> | null
@@ -111,7 +111,7 @@ export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
   if (
     typeof pollIntervalMs !== 'number' ||
     !Number.isSafeInteger(pollIntervalMs) ||
-    (pollIntervalMs !== 0 && (pollIntervalMs < MIN_POLL_INTERVAL_MS || pollIntervalMs > 2 ** 31 - 1))
+    (pollIntervalMs !== 0 && (pollIntervalMs < MIN_POLL_INTERVAL_MS || pollIntervalMs > MAX_TIMER_MS))
   ) {
     throw new TollgateConfigError(
       `LiveRules option pollIntervalMs must be 0 (no polling) or an integer from ${MIN_POLL_INTERVAL_MS} to 2147483647 milliseconds, got ${describeValue(pollIntervalMs)}`,

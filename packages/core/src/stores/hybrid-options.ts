@@ -1,7 +1,10 @@
 import type { Clock } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
+import { validatePrefix } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import { processWarning } from '../process-warning.js'
 import type { WarningHandler } from '../rules.js'
+import { MAX_TIMER_MS } from '../timer-delay.js'
 import type { RedisClientLike } from './redis-store.js'
 
 /**
@@ -141,7 +144,6 @@ const OUTAGE_KEYS = optionKeys<HybridOutageOptions>({ policy: true, afterMs: tru
 const LEASE_KEYS = optionKeys<HybridLeaseOptions>({ headroom: true, min: true })
 
 /** The longest delay a Node timer holds (a signed 32-bit number of ms). */
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 export interface HybridConfig {
   readonly client: RedisClientLike
@@ -160,8 +162,6 @@ export interface HybridConfig {
   readonly leaseMin: number
 }
 
-const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
-
 export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
   const raw = checkOptionsObject(options, OPTION_KEYS, 'HybridStore options', { shape: '{ client }' })
   const client = raw.client as RedisClientLike
@@ -170,12 +170,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
       `HybridStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
     )
   }
-  const prefix = raw.prefix ?? 'tg:'
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new TollgateConfigError(
-      `HybridStore option prefix must be a string without '{' or '}', got ${describeValue(prefix)}`,
-    )
-  }
+  const prefix = validatePrefix(raw.prefix ?? 'tg:', 'HybridStore')
   const syncIntervalMs = wholeMs(raw.syncIntervalMs ?? 1000, 'syncIntervalMs', 10)
   const autoSync = raw.autoSync ?? true
   if (typeof autoSync !== 'boolean') {
@@ -216,7 +211,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
     )
   }
   const syncTimeoutMs = wholeMs(raw.syncTimeoutMs ?? syncIntervalMs, 'syncTimeoutMs', 1)
-  const warn = raw.onWarning ?? emitWarning
+  const warn = raw.onWarning ?? processWarning
   if (typeof warn !== 'function') {
     throw new TollgateConfigError(`HybridStore option onWarning must be a function, got ${describeValue(warn)}`)
   }

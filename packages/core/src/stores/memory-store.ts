@@ -3,6 +3,7 @@ import { describeValue, TollgateConfigError } from '../errors.js'
 import { encodeKeyPart, KeyBuilder, MAX_RAW_PART_LENGTH } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
 import type { AlgorithmName } from '../rules.js'
+import { MAX_TIMER_MS } from '../timer-delay.js'
 import { evaluateLocally, type StateTable } from './evaluate-locally.js'
 import { EvictionRing, type RingEntry } from './eviction-ring.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
@@ -177,7 +178,7 @@ export class MemoryStore implements Store {
       typeof sweepIntervalMs !== 'number' ||
       !Number.isSafeInteger(sweepIntervalMs) ||
       sweepIntervalMs < 0 ||
-      sweepIntervalMs > 2 ** 31 - 1
+      sweepIntervalMs > MAX_TIMER_MS
     ) {
       throw new TollgateConfigError(
         `MemoryStore option sweepIntervalMs must be an integer from 0 to 2147483647, got ${describeValue(sweepIntervalMs)}`,

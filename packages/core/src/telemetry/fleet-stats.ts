@@ -2,12 +2,15 @@ import { randomBytes } from 'node:crypto'
 import { type Clock, timeFrom } from '../clock.js'
 import type { Decision } from '../decision.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
+import { validatePrefix } from '../keys.js'
 import type { Limiter } from '../limiter.js'
 import type { DecisionObserver } from '../metrics/decision-observer.js'
 import { DECISION_OUTCOMES, outcomeOf } from '../metrics/outcomes.js'
 import { RuleLabels, windowLabel } from '../metrics/rule-labels.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import { processWarning } from '../process-warning.js'
 import type { Rule, WarningHandler } from '../rules.js'
+import { MAX_TIMER_MS } from '../timer-delay.js'
 import { fleetStatsKeys } from './fleet-stats-keys.js'
 import { SpaceSaving } from './space-saving.js'
 
@@ -283,8 +286,6 @@ function mapsAsObjects(_key: string, value: unknown): unknown {
   return value instanceof Map ? Object.fromEntries(value) : value
 }
 
-const emitWarning: WarningHandler = (message, code) => process.emitWarning(message, { code })
-
 function configOf(options: FleetStatsOptions): FleetStatsConfig {
   const raw = checkOptionsObject(options, OPTION_KEYS, 'shareFleetStats options', { shape: '{ client }' })
   const client = raw.client as FleetStatsClient
@@ -293,21 +294,21 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
       `shareFleetStats option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
     )
   }
-  const prefix = raw.prefix ?? 'tg:'
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new TollgateConfigError(
-      `shareFleetStats option prefix must be a string without '{' or '}', got ${describeValue(prefix)}`,
-    )
-  }
-  const whole = (name: string, value: unknown, least: number): number => {
+  const prefix = validatePrefix(raw.prefix ?? 'tg:', 'shareFleetStats')
+  const whole = (name: string, value: unknown, least: number, most = Number.MAX_SAFE_INTEGER): number => {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) {
       throw new TollgateConfigError(
         `shareFleetStats option ${name} must be an integer ≥ ${least}, got ${describeValue(value)}`,
       )
     }
+    if (value > most) {
+      throw new TollgateConfigError(
+        `shareFleetStats option ${name} must be at most ${most}, got ${describeValue(value)}`,
+      )
+    }
     return value
   }
-  const onWarning = raw.onWarning ?? emitWarning
+  const onWarning = raw.onWarning ?? processWarning
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(
       `shareFleetStats option onWarning must be a function, got ${describeValue(onWarning)}`,
@@ -321,7 +322,8 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
     client,
     prefix,
     now: () => timeFrom(clock as Clock, 'shareFleetStats'),
-    flushIntervalMs: whole('flushIntervalMs', raw.flushIntervalMs ?? 1000, 10),
+    // A timer's delay: past MAX_TIMER_MS, Node would flush every millisecond.
+    flushIntervalMs: whole('flushIntervalMs', raw.flushIntervalMs ?? 1000, 10, MAX_TIMER_MS),
     topIntervalMs: whole('topIntervalMs', raw.topIntervalMs ?? 10_000, 10),
     topSize: whole('topSize', raw.topSize ?? 200, 1),
     retentionMs: whole('retentionMs', raw.retentionMs ?? 900_000, 1000),
