@@ -118,6 +118,8 @@ export function describeShedding(
         const ids = ['ip:a', 'user:1']
         expect((await limiter.consume('child', ids, { cost: 6 })).reason).toBe('ok')
         const before = await harnessOf().snapshot()
+        // The charge of 6 is in the state compared, or the comparison below would prove nothing.
+        expect(Object.keys(before)).not.toHaveLength(0)
         const shed = await limiter.consume('child', ids)
         expect(await harnessOf().snapshot()).toEqual(before)
         const retry = RETRY_AFTER_SHED[algorithm]
@@ -188,6 +190,7 @@ export function describeShedding(
         )
         for (let i = 0; i < 4; i++) await limiter.consume('r', 'ip:a')
         const before = await harnessOf().snapshot()
+        expect(Object.keys(before)).not.toHaveLength(0)
         const decision: Decision = await limiter.consume('r', 'ip:a')
         expect(decision).toMatchObject({ allowed: true, reason: 'dry-run', retryAfterMs: 0 })
         expect(decision.windows.map((w) => w.failed)).toEqual([true, false])

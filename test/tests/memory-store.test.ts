@@ -1,6 +1,14 @@
 import { MemoryStore } from '@tollgate/core'
 import { runStoreConformance } from '../src/store-conformance.js'
 
+interface Home {
+  readonly rule: string
+  readonly algorithm: string
+  readonly other: Home | undefined
+  readonly entries: Map<string, { state: unknown; expiresAt: number; held: boolean }>
+  readonly digests: Map<string, { state: unknown; expiresAt: number; held: boolean }>
+}
+
 runStoreConformance('MemoryStore', async () => {
   let current: MemoryStore | undefined
   return {
@@ -9,14 +17,25 @@ runStoreConformance('MemoryStore', async () => {
       return current
     },
     keys: async () => current?.ttls() ?? [],
-    // The store keeps its state to itself; the suite compares it whole, before and after.
+    // The store keeps its state to itself (homes by rule, each with its entries by identifier and
+    // by digest); the suite compares it whole, before and after.
     snapshot: async () => {
-      const entries = (
-        current as unknown as { entries: Map<string, { state: unknown; expiresAt: number }> } | undefined
-      )?.entries
-      return Object.fromEntries(
-        [...(entries ?? [])].map(([key, entry]) => [key, JSON.stringify([entry.state, entry.expiresAt])]),
-      )
+      const homes = (current as unknown as { homes: Map<string, Home> } | undefined)?.homes
+      const snapshot: Record<string, string> = {}
+      for (const first of homes?.values() ?? []) {
+        for (let home: Home | undefined = first; home !== undefined; home = home.other) {
+          for (const [map, tag] of [
+            [home.entries, ''],
+            [home.digests, '#'],
+          ] as const) {
+            for (const [key, entry] of map) {
+              if (entry.held)
+                snapshot[`${home.rule}:${home.algorithm}:${tag}${key}`] = JSON.stringify([entry.state, entry.expiresAt])
+            }
+          }
+        }
+      }
+      return snapshot
     },
     close: async () => {},
   }

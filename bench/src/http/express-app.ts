@@ -3,12 +3,25 @@ import express, { type RequestHandler } from 'express'
 import { rateLimit } from 'express-rate-limit'
 import type { Redis } from 'ioredis'
 import { RedisStore as RateLimitRedis, type RedisReply } from 'rate-limit-redis'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateOptions, type Variant } from './variants.js'
+import {
+  ceilingCheck,
+  HTTP_LIMIT,
+  HTTP_PERIOD_MS,
+  TOLLGATE_HEADERS,
+  tollgateOptions,
+  type Variant,
+} from './variants.js'
 
 async function limiterOf(variant: Variant, client: Redis | undefined): Promise<RequestHandler | undefined> {
   switch (variant) {
     case 'none':
       return undefined
+    case 'headers-only':
+      // As @tollgate/express sets them.
+      return (_req, res, next) => {
+        res.set(TOLLGATE_HEADERS)
+        next()
+      }
     case 'incumbent-memory':
       return rateLimit({ windowMs: HTTP_PERIOD_MS, limit: HTTP_LIMIT })
     case 'incumbent-redis':

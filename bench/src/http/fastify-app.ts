@@ -2,7 +2,14 @@ import { createRequire } from 'node:module'
 import { tollgate } from '@tollgate/fastify'
 import Fastify, { type FastifyPluginAsync } from 'fastify'
 import type { Redis } from 'ioredis'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateOptions, type Variant } from './variants.js'
+import {
+  ceilingCheck,
+  HTTP_LIMIT,
+  HTTP_PERIOD_MS,
+  TOLLGATE_HEADERS,
+  tollgateOptions,
+  type Variant,
+} from './variants.js'
 
 // Loaded without its types: they and @tollgate/fastify's both declare FastifyContextConfig's
 // `rateLimit`, differently, so one program cannot typecheck with both (no app has both).
@@ -16,6 +23,12 @@ export async function startFastify(variant: Variant, client: Redis | undefined):
   const app = Fastify()
   switch (variant) {
     case 'none':
+      break
+    case 'headers-only':
+      // As @tollgate/fastify sets them: an async onRequest hook.
+      app.addHook('onRequest', async (_request, reply) => {
+        reply.headers(TOLLGATE_HEADERS)
+      })
       break
     case 'incumbent-memory':
       await app.register(fastifyRateLimit, { max: HTTP_LIMIT, timeWindow: HTTP_PERIOD_MS })

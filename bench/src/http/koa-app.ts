@@ -2,12 +2,25 @@ import { rateLimit as tollgate } from '@tollgate/koa'
 import type { Redis } from 'ioredis'
 import Koa, { type Middleware } from 'koa'
 import ratelimit from 'koa-ratelimit'
-import { ceilingCheck, HTTP_LIMIT, HTTP_PERIOD_MS, tollgateOptions, type Variant } from './variants.js'
+import {
+  ceilingCheck,
+  HTTP_LIMIT,
+  HTTP_PERIOD_MS,
+  TOLLGATE_HEADERS,
+  tollgateOptions,
+  type Variant,
+} from './variants.js'
 
 async function limiterOf(variant: Variant, client: Redis | undefined): Promise<Middleware | undefined> {
   switch (variant) {
     case 'none':
       return undefined
+    case 'headers-only':
+      // As @tollgate/koa sets them.
+      return async (ctx, next) => {
+        ctx.set(TOLLGATE_HEADERS)
+        await next()
+      }
     case 'incumbent-memory':
       return ratelimit({ driver: 'memory', db: new Map(), duration: HTTP_PERIOD_MS, max: HTTP_LIMIT })
     case 'incumbent-redis':

@@ -7,13 +7,17 @@ export type Framework = 'express' | 'fastify' | 'koa'
 export const FRAMEWORKS: readonly Framework[] = ['express', 'fastify', 'koa']
 
 /**
- * What guards the route: nothing, the framework's incumbent, Tollgate, or the raw EVALSHA
- * ceiling. Tollgate runs a fixed window, the algorithm of the incumbents and of the ceiling, so
- * that the ratios compare what the limiters add; `tollgate-redis-sliding-log` shows its default,
- * exact algorithm, whose log for the one hot key holds every request of the last minute.
+ * What guards the route: nothing, the framework's incumbent, Tollgate, the raw EVALSHA ceiling,
+ * or no limiter but Tollgate's headers (`headers-only`). Tollgate runs a fixed window, the
+ * algorithm of the incumbents and of the ceiling, so that the ratios compare what the limiters
+ * add; `tollgate-redis-sliding-log` shows its default, exact algorithm, whose log for the one hot
+ * key holds every request of the last minute. `headers-only` sets the two headers Tollgate sends
+ * on this route, with the values it sends, the way its adapter sets them, and decides nothing:
+ * what answering with them costs any limiter, before it decides anything.
  */
 export type Variant =
   | 'none'
+  | 'headers-only'
   | 'incumbent-memory'
   | 'incumbent-redis'
   | 'tollgate-memory'
@@ -23,6 +27,7 @@ export type Variant =
   | 'ceiling'
 export const VARIANTS: readonly Variant[] = [
   'none',
+  'headers-only',
   'incumbent-memory',
   'incumbent-redis',
   'tollgate-memory',
@@ -42,6 +47,8 @@ export function variantLabel(framework: Framework, variant: Variant): string {
   switch (variant) {
     case 'none':
       return 'no limiter'
+    case 'headers-only':
+      return "no limiter, Tollgate's two headers set"
     case 'incumbent-memory':
       return INCUMBENT[framework].memory
     case 'incumbent-redis':
@@ -94,6 +101,15 @@ export function tollgateOptions(
           ? new HybridStore({ client: client! })
           : new RedisStore({ client: client! }),
   }
+}
+
+/**
+ * The headers Tollgate's adapters send on the bench's route (draft-10, its default: the inline
+ * rule's policy and what is left of it), with values of the lengths they have there.
+ */
+export const TOLLGATE_HEADERS: Readonly<Record<string, string>> = {
+  'RateLimit-Policy': '"inline:fixed-window:1000000000/1m-60s";q=1000000000;w=60',
+  RateLimit: '"inline:fixed-window:1000000000/1m-60s";r=999999999;t=55',
 }
 
 /** Set high enough that nothing is ever refused: every request costs a full decision. */

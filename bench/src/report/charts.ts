@@ -173,7 +173,7 @@ function httpChart(results: BenchResults): TopLevelSpec | undefined {
       limiter: variantLabel(cell.framework, cell.variant),
       rank: VARIANTS.indexOf(cell.variant),
       kind:
-        cell.variant === 'none'
+        cell.variant === 'none' || cell.variant === 'headers-only'
           ? 'no limiter'
           : cell.variant.startsWith('tollgate')
             ? 'Tollgate'
