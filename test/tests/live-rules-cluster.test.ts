@@ -63,8 +63,17 @@ describe('LiveRules on a Redis Cluster', () => {
       })
       expect((await limiter.consume('api', 'ip:1')).allowed).toBe(false)
 
-      const keys = ['epoch', 'current', 'changed', 'history'].map((name) => `${prefix}{rules}:${name}`)
-      expect(new Set(keys.map((key) => calculateSlot(key))).size).toBe(1)
+      // The keys the publish wrote, read from every master: in one slot, so on one of them.
+      const written: string[] = []
+      for (const master of masters) {
+        const node = new Redis(master.url)
+        written.push(...(await node.keys(`${prefix}{rules}:*`)))
+        node.disconnect()
+      }
+      expect(written.sort()).toEqual(
+        ['changed', 'current', 'epoch', 'history'].map((name) => `${prefix}{rules}:${name}`),
+      )
+      expect(new Set(written.map((key) => calculateSlot(key))).size).toBe(1)
       expect(await client.get(listener.epochKey)).toBe('1')
       await publisher.rollback(0)
       await listener.refresh()

@@ -1,5 +1,5 @@
-import { existsSync, readdirSync } from 'node:fs'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { readdirSync } from 'node:fs'
+import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
@@ -213,10 +213,15 @@ describe('snapshots', () => {
   it('leaves the last whole snapshot when a write fails', async () => {
     const path = join(directory, 'kept.json')
     await writeSnapshot(path, 'tg:', 1, new Map())
-    // A directory where the temporary file would go makes the write fail.
-    await expect(writeSnapshot(join(directory, 'missing', 'rules.json'), 'tg:', 2, new Map())).rejects.toThrow()
+    // A directory where the temporary file goes: writing it fails, as a full disk would. A write
+    // made in place would not go there, and would succeed.
+    const temporary = `${path}.${process.pid}.tmp`
+    await mkdir(temporary)
+    await expect(writeSnapshot(path, 'tg:', 2, new Map())).rejects.toMatchObject({ code: 'EISDIR' })
     expect(readSnapshot(path, 'tg:')?.epoch).toBe(1)
-    expect(existsSync(join(directory, 'missing'))).toBe(false)
+    await rm(temporary, { recursive: true })
+    await writeSnapshot(path, 'tg:', 2, new Map())
+    expect(readSnapshot(path, 'tg:')?.epoch).toBe(2)
   })
 })
 

@@ -64,7 +64,8 @@ export async function writeSnapshot(path: string, prefix: string, epoch: number,
     await writeFile(temporary, `${JSON.stringify(file, null, 2)}\n`)
     await rename(temporary, path)
   } catch (error) {
-    await rm(temporary, { force: true })
+    // The write's own error is the one to see, whatever becomes of the temporary file.
+    await rm(temporary, { force: true }).catch(() => {})
     throw error
   }
 }
