@@ -6,14 +6,13 @@
 import { Redis } from 'ioredis'
 import { LIMIT_NEVER_REACHED, PERIOD_MS } from './config.js'
 import type { Decider } from './contenders/contender.js'
-import { CONTENDERS } from './contenders/index.js'
+import { contenderById } from './contenders/index.js'
 import { identifiersOf } from './workload.js'
 
 const [id, redisUrl, perRound, rounds, warmup] = process.argv.slice(2) as [string, string, string, string, string]
 const gc = (globalThis as { gc?: () => void }).gc
 if (gc === undefined) throw new Error('allocation-worker needs --expose-gc')
-const contender = CONTENDERS.find((candidate) => candidate.id === id)
-if (contender === undefined) throw new Error(`unknown contender ${id}`)
+const contender = contenderById(id)
 const client = contender.syncsWithRedis ? new Redis(redisUrl) : undefined
 const decider = await contender.setup({
   client,

@@ -6,12 +6,9 @@
 import { createInterface } from 'node:readline'
 import type { Decision, DecisionObserver, Rule } from '@tollgate/core'
 import { driveCount } from './drive.js'
+import { ISOLATED } from './measures/metrics-cost.js'
 import { type MetricsVariant, metricsDecider } from './metrics-decider.js'
 import { identifiersOf } from './workload.js'
-
-const ISOLATED_DECISIONS = 10_000
-const ISOLATED_PASSES = 100
-const ISOLATED_ROUNDS = 7
 
 const [variant, rules, inFlight, perTurn] = process.argv.slice(2) as [MetricsVariant, string, string, string]
 const decider = metricsDecider(variant, Number(rules))
@@ -60,7 +57,7 @@ async function isolatedCost(): Promise<number> {
   decider.detach()
   const rules = decider.rules
   const samples: Array<{ rule: Rule; decision: Decision }> = []
-  for (let i = 0; i < ISOLATED_DECISIONS; i++) {
+  for (let i = 0; i < ISOLATED.decisions; i++) {
     const rule = rules[i % rules.length] as Rule
     samples.push({ rule, decision: await decider.limiter.consume(rule.name, ids(i)) })
   }
@@ -71,7 +68,7 @@ async function isolatedCost(): Promise<number> {
   const round = (target: DecisionObserver) => {
     const start = process.hrtime.bigint()
     let untilTimed = timeEvery
-    for (let pass = 0; pass < ISOLATED_PASSES; pass++) {
+    for (let pass = 0; pass < ISOLATED.passes; pass++) {
       for (const { rule, decision } of samples) {
         let seconds = Number.NaN
         if (timeEvery > 0 && --untilTimed === 0) {
@@ -82,11 +79,11 @@ async function isolatedCost(): Promise<number> {
         target.decided(rule, decision, seconds)
       }
     }
-    return Number(process.hrtime.bigint() - start) / (ISOLATED_PASSES * samples.length)
+    return Number(process.hrtime.bigint() - start) / (ISOLATED.passes * samples.length)
   }
   let best = Number.POSITIVE_INFINITY
   let bestEmpty = Number.POSITIVE_INFINITY
-  for (let r = 0; r < ISOLATED_ROUNDS; r++) {
+  for (let r = 0; r < ISOLATED.rounds; r++) {
     best = Math.min(best, round(observer))
     bestEmpty = Math.min(bestEmpty, round(nothing))
   }

@@ -15,6 +15,11 @@ export const CONTENDERS: readonly Contender[] = [
   rawEvalshaContender,
 ]
 
+/** The contenders that decide in the process (HybridStore's included): one decision's latency is the library's own. */
+export const IN_PROCESS_CONTENDERS: readonly Contender[] = CONTENDERS.filter(
+  (contender) => contender.store === 'memory',
+)
+
 export function contenderById(id: string): Contender {
   const found = CONTENDERS.find((contender) => contender.id === id)
   if (!found) throw new Error(`no contender ${id}; known: ${CONTENDERS.map((c) => c.id).join(', ')}`)

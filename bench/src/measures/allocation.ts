@@ -1,6 +1,6 @@
 import { LineChild } from '../child-process.js'
 import type { BenchConfig } from '../config.js'
-import { CONTENDERS } from '../contenders/index.js'
+import { IN_PROCESS_CONTENDERS } from '../contenders/index.js'
 import type { MeasureContext } from './context.js'
 
 export interface AllocationCell {
@@ -11,17 +11,14 @@ export interface AllocationCell {
   nothingBytes: number[]
 }
 
-/** The in-process contenders, as in the latency measure. */
-const IN_PROCESS = CONTENDERS.filter((contender) => contender.store === 'memory')
-
 /**
  * Room for every round's garbage in the young generation, so that no collection runs during one
  * and the heap's growth is what the round allocated.
  */
-const YOUNG_GENERATION_MB = 128
+export const YOUNG_GENERATION_MB = 128
 
 export function allocationUnits(_config: BenchConfig): number {
-  return IN_PROCESS.length
+  return IN_PROCESS_CONTENDERS.length
 }
 
 /**
@@ -36,7 +33,7 @@ export async function measureAllocation(context: MeasureContext): Promise<Alloca
   const { perRound, rounds, warmupDecisions } = config.allocation
   const phase = progress.phase('allocation', allocationUnits(config))
   const cells: AllocationCell[] = []
-  for (const contender of IN_PROCESS) {
+  for (const contender of IN_PROCESS_CONTENDERS) {
     phase.note(contender.id)
     const worker = new LineChild(
       'allocation-worker.ts',

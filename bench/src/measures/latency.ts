@@ -1,6 +1,6 @@
 import { type BenchConfig, LIMIT_NEVER_REACHED, PERIOD_MS } from '../config.js'
 import type { Decider } from '../contenders/contender.js'
-import { CONTENDERS } from '../contenders/index.js'
+import { IN_PROCESS_CONTENDERS } from '../contenders/index.js'
 import { rotate } from '../stats.js'
 import { identifiersOf } from '../workload.js'
 import type { MeasureContext } from './context.js'
@@ -17,11 +17,8 @@ export interface LatencyCell {
   firstError?: string
 }
 
-/** The in-process contenders: without a network hop, one decision's latency is the library's own. */
-const IN_PROCESS = CONTENDERS.filter((contender) => contender.store === 'memory')
-
 export function latencyUnits(config: BenchConfig): number {
-  return IN_PROCESS.length * (1 + config.latency.repetitions)
+  return IN_PROCESS_CONTENDERS.length * (1 + config.latency.repetitions)
 }
 
 const NOTHING: Decider = { decide: () => Promise.resolve(true), teardown: () => Promise.resolve() }
@@ -68,7 +65,7 @@ export async function measureLatency(context: MeasureContext): Promise<LatencyCe
   const ids = identifiersOf('one-window', 'many')
   const deciders = new Map<string, Decider>()
   const cells = new Map<string, LatencyCell>()
-  for (const contender of IN_PROCESS) {
+  for (const contender of IN_PROCESS_CONTENDERS) {
     const decider = await contender.setup({
       client: contender.syncsWithRedis ? context.client : undefined,
       shape: 'one-window',
@@ -84,7 +81,7 @@ export async function measureLatency(context: MeasureContext): Promise<LatencyCe
   }
   try {
     for (let rep = 0; rep < repetitions; rep++) {
-      for (const contender of rotate(IN_PROCESS, rep)) {
+      for (const contender of rotate(IN_PROCESS_CONTENDERS, rep)) {
         phase.note(`${contender.id} rep ${rep + 1}`)
         const cell = cells.get(contender.id) as LatencyCell
         const timer = (await timeEach(NOTHING, ids, decisions)).samples.sort()

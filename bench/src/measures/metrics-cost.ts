@@ -9,6 +9,9 @@ export const METRICS_RULE_COUNTS = [1, 8] as const
 /** The callers each await their decision before the next, as in section 1 at 256 in flight. */
 export const METRICS_IN_FLIGHT = 256
 
+/** The observer timed alone (metrics-cost-worker.ts): decisions shown to it, passes over them, rounds (the lowest kept). */
+export const ISOLATED = { decisions: 10_000, passes: 100, rounds: 7 } as const
+
 export interface MetricsCostCell {
   variant: MetricsVariant
   rules: number

@@ -2,8 +2,9 @@ import { labelOf, type RuleShape } from '../contenders/contender.js'
 import { CONTENDERS } from '../contenders/index.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
+import { YOUNG_GENERATION_MB } from '../measures/allocation.js'
 import type { DecisionScenario } from '../measures/decisions.js'
-import { costsOf, METRICS_IN_FLIGHT } from '../measures/metrics-cost.js'
+import { costsOf, ISOLATED, METRICS_IN_FLIGHT } from '../measures/metrics-cost.js'
 import type { BenchResults } from '../results.js'
 import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
@@ -137,7 +138,7 @@ function allocationSection(results: BenchResults): string {
   })
   return [
     '## 9. Heap bytes one in-process decision allocates',
-    `Each memory contender's own call (section 1), 1 window × 1 identifier over 10,000 identifiers that all hold their state already, awaited one at a time, in a process of its own started with \`--expose-gc\` and a young generation of 128 MB: each of ${c.rounds} rounds collects, then makes ${integer(c.perRound)} decisions with no collection among them, and the heap's growth over the round, per decision, is what a decision allocated (the median over the rounds). The same for an awaited call that does nothing is the await's own share, taken off in the last column. Unlike time, these bytes do not move with the machine's load: the same code allocates the same bytes in every run, so they show a change that allocates less where a timing cannot tell it from noise.`,
+    `Each memory contender's own call (section 1), 1 window × 1 identifier over 10,000 identifiers that all hold their state already, awaited one at a time, in a process of its own started with \`--expose-gc\` and a young generation of ${YOUNG_GENERATION_MB} MB: each of ${c.rounds} rounds collects, then makes ${integer(c.perRound)} decisions with no collection among them, and the heap's growth over the round, per decision, is what a decision allocated (the median over the rounds). The same for an awaited call that does nothing is the await's own share, taken off in the last column. Unlike time, these bytes do not move with the machine's load: the same code allocates the same bytes in every run, so they show a change that allocates less where a timing cannot tell it from noise.`,
     table(['contender', 'bytes per decision', 'less the await'], rows, ['l', 'r', 'r']),
   ].join('\n\n')
 }
@@ -162,7 +163,7 @@ function metricsSection(results: BenchResults): string {
   })
   return [
     '## 8. What metrics cost a decision',
-    `Per row, one in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) in a process of its own, with \`prometheusMetrics\` (one decision in 100 timed) or \`openTelemetryMetrics\` (on the global no-op MeterProvider, span attributes on, no active span) or an observer that does nothing (\`empty\`), decides in turns of ${integer(c.perTurn)} decisions, the observer the metrics attached detached in one turn and attached again in the next: ${integer(c.pairs)} pairs after ${integer(c.warmupPairs)} to warm up, which goes first alternating. With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. The cost in turns is the median over the pairs of the difference in wall ns per decision; the middle half of those differences spans the next column, the noise a turn of a few ms sees. That median carries a bias of its own, of the order of the budget, which the \`empty\` row reads: an observer that does nothing. The target reads the cost in turns less the \`empty\` row's with as many rules; beside it, the column before the errors times the observer alone: 10,000 real decisions of the limiter, made with it detached, handed to it ${integer(100)} times over in a loop (one in \`timeEvery\` with the two clock reads a timed decision costs), less the same loop handing them to a function that does nothing; the lowest of 7 rounds.`,
+    `Per row, one in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) in a process of its own, with \`prometheusMetrics\` (one decision in 100 timed) or \`openTelemetryMetrics\` (on the global no-op MeterProvider, span attributes on, no active span) or an observer that does nothing (\`empty\`), decides in turns of ${integer(c.perTurn)} decisions, the observer the metrics attached detached in one turn and attached again in the next: ${integer(c.pairs)} pairs after ${integer(c.warmupPairs)} to warm up, which goes first alternating. With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. The cost in turns is the median over the pairs of the difference in wall ns per decision; the middle half of those differences spans the next column, the noise a turn of a few ms sees. That median carries a bias of its own, of the order of the budget, which the \`empty\` row reads: an observer that does nothing. The target reads the cost in turns less the \`empty\` row's with as many rules; beside it, the column before the errors times the observer alone: ${integer(ISOLATED.decisions)} real decisions of the limiter, made with it detached, handed to it ${integer(ISOLATED.passes)} times over in a loop (one in \`timeEvery\` with the two clock reads a timed decision costs), less the same loop handing them to a function that does nothing; the lowest of ${ISOLATED.rounds} rounds.`,
     table(
       [
         'rules',

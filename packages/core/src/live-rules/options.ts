@@ -114,7 +114,7 @@ export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
     (pollIntervalMs !== 0 && (pollIntervalMs < MIN_POLL_INTERVAL_MS || pollIntervalMs > MAX_TIMER_MS))
   ) {
     throw new TollgateConfigError(
-      `LiveRules option pollIntervalMs must be 0 (no polling) or an integer from ${MIN_POLL_INTERVAL_MS} to 2147483647 milliseconds, got ${describeValue(pollIntervalMs)}`,
+      `LiveRules option pollIntervalMs must be 0 (no polling) or an integer from ${MIN_POLL_INTERVAL_MS} to ${MAX_TIMER_MS} milliseconds, got ${describeValue(pollIntervalMs)}`,
     )
   }
   if (snapshotPath !== undefined && (typeof snapshotPath !== 'string' || snapshotPath.length === 0)) {

@@ -143,8 +143,6 @@ const OPTION_KEYS = optionKeys<HybridStoreOptions>({
 const OUTAGE_KEYS = optionKeys<HybridOutageOptions>({ policy: true, afterMs: true })
 const LEASE_KEYS = optionKeys<HybridLeaseOptions>({ headroom: true, min: true })
 
-/** The longest delay a Node timer holds (a signed 32-bit number of ms). */
-
 export interface HybridConfig {
   readonly client: RedisClientLike
   readonly prefix: string

@@ -181,7 +181,7 @@ export class MemoryStore implements Store {
       sweepIntervalMs > MAX_TIMER_MS
     ) {
       throw new TollgateConfigError(
-        `MemoryStore option sweepIntervalMs must be an integer from 0 to 2147483647, got ${describeValue(sweepIntervalMs)}`,
+        `MemoryStore option sweepIntervalMs must be an integer from 0 to ${MAX_TIMER_MS}, got ${describeValue(sweepIntervalMs)}`,
       )
     }
     this.clock = clock as Clock
