@@ -4,6 +4,13 @@ import type { StoreWindowResult } from '../stores/store.js'
 /** A time that never comes: the answer of `fitsAt` when a cost exceeds a window's limit. */
 export const NEVER = Number.POSITIVE_INFINITY
 
+/** What `read` found of a target, as bits: state was moved back to now (so it must be written). */
+export const CLAMPED = 1
+/** …a window cannot take the cost now. */
+export const LIMITED = 2
+/** …every window can, but one sheds it (its random number is below that window's drop probability). */
+export const SHEDS = 4
+
 /**
  * The pure model of one algorithm over the state of one (rule, identifier) pair, which holds
  * every window of the rule. Times are integer milliseconds. The Lua scripts in `lua/` implement
@@ -31,12 +38,32 @@ export interface Algorithm<S> {
   charge(state: S | undefined, windows: readonly Window[], now: number, cost: number): S
   /** Gives back up to `cost` units, most recent first, as far as each window still counts them; `undefined` when nothing is left. */
   refund(state: S | undefined, windows: readonly Window[], now: number, cost: number): S | undefined
-  /**
-   * Moves back to `now`, in place, whatever a faster clock stamped later than `now` (another app
-   * server's, or this one's before it was set back), so that such state ends within a period of
-   * this clock instead of the skew; true when anything moved, and the state must then be written.
-   */
-  clamp(state: S | undefined, windows: readonly Window[], now: number): boolean
   /** From this time on the state is indistinguishable from no state, so it may be dropped. */
   expiresAt(state: S, windows: readonly Window[]): number
+  /**
+   * A target's first step in an in-process decision (stores/evaluate-locally.ts), every window
+   * at once. First it moves back to `now`, in place, whatever a faster clock stamped later than
+   * `now` (another app server's, or this one's before it was set back), so that such state ends
+   * within a period of this clock instead of the skew (CLAMPED: the state must then be
+   * written). Then it checks whether `cost` fits each window and, given the decision's `random`,
+   * whether one sheds it. The bits CLAMPED, LIMITED, SHEDS. One call per target, not one per
+   * window and step: the calls into an algorithm are the ones that cannot be inlined where
+   * several algorithms meet, so each algorithm makes its own inner calls (bench/README.md).
+   */
+  read(state: S | undefined, windows: readonly Window[], now: number, cost: number, random: number | undefined): number
+  /**
+   * Its second: charges `cost` (`delta` 1), refunds it (-1) or neither (0), then writes each
+   * window's `answer` into `into` from `at`. With `shedding`, the random number of a decision
+   * that was shed, a window that shed it answers `shedRetryAt` as its `fitsAtMs`. The state after.
+   */
+  settle(
+    state: S | undefined,
+    windows: readonly Window[],
+    now: number,
+    cost: number,
+    delta: -1 | 0 | 1,
+    shedding: number | undefined,
+    into: StoreWindowResult[],
+    at: number,
+  ): S | undefined
 }

@@ -1,7 +1,9 @@
 import type { Window } from '../rules.js'
 import { gcd } from '../rules.js'
-import { type Algorithm, NEVER } from './algorithm.js'
+import type { StoreWindowResult } from '../stores/store.js'
+import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
+import { answerShed, shedsAt } from './shedding.js'
 
 /**
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
@@ -65,16 +67,77 @@ function fits(window: Window, scale: Scale, need: number, level: number, measure
   return deficit <= 0 ? now : measured + Math.ceil(deficit / scale.perMs)
 }
 
+function fitsAt(state: BucketState | undefined, window: Window, now: number, need: number): number {
+  const scale = scaleOf(window)
+  const at = valuesOf(state, window.periodMs, 2)
+  return fits(window, scale, need, levelAt(state, at, scale, now), measuredAt(state, at, now), now)
+}
+
+function used(state: BucketState | undefined, window: Window, now: number): number {
+  const scale = scaleOf(window)
+  return scale.capacity - levelAt(state, valuesOf(state, window.periodMs, 2), scale, now)
+}
+
+function answer(state: BucketState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+  const scale = scaleOf(window)
+  const at = valuesOf(state, window.periodMs, 2)
+  const level = levelAt(state, at, scale, now)
+  const measured = measuredAt(state, at, now)
+  // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
+  const remaining = Math.max(0, Math.floor(level / scale.perToken))
+  return {
+    remaining,
+    resetAtMs: remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now),
+    fitsAtMs: fits(window, scale, cost, level, measured, now),
+  }
+}
+
+function charge(state: BucketState | undefined, windows: readonly Window[], now: number, cost: number): BucketState {
+  let next = state
+  for (const window of windows) {
+    const scale = scaleOf(window)
+    const at = valuesOf(next, window.periodMs, 2)
+    const level = levelAt(next, at, scale, now)
+    next = withValues(next, at, window.periodMs, level - cost * scale.perToken, measuredAt(next, at, now))
+  }
+  return next as BucketState
+}
+
+function refund(
+  state: BucketState | undefined,
+  windows: readonly Window[],
+  now: number,
+  cost: number,
+): BucketState | undefined {
+  if (!state) return undefined
+  let next = state
+  for (const window of windows) {
+    const scale = scaleOf(window)
+    const at = valuesOf(next, window.periodMs, 2)
+    const level = Math.min(scale.capacity, levelAt(next, at, scale, now) + cost * scale.perToken)
+    next = withValues(next, at, window.periodMs, level, measuredAt(next, at, now))
+  }
+  return next
+}
+
+function clamp(state: BucketState | undefined, windows: readonly Window[], now: number): boolean {
+  let moved = false
+  for (const window of windows) {
+    const offset = valuesOf(state, window.periodMs, 2)
+    if (offset >= 0 && ((state as PeriodState)[offset + 1] as number) > now) {
+      ;(state as PeriodState)[offset + 1] = now
+      moved = true
+    }
+  }
+  return moved
+}
+
 /**
  * The continuous bucket behind both `token-bucket` and `gcra`: GCRA's theoretical arrival time
  * is `at + (capacity − level) / perMs`, so the two admit exactly the same requests.
  */
 export const bucket: Algorithm<BucketState> = {
-  fitsAt(state, window, now, need) {
-    const scale = scaleOf(window)
-    const at = valuesOf(state, window.periodMs, 2)
-    return fits(window, scale, need, levelAt(state, at, scale, now), measuredAt(state, at, now), now)
-  },
+  fitsAt,
 
   remaining(state, window, now) {
     const scale = scaleOf(window)
@@ -82,63 +145,17 @@ export const bucket: Algorithm<BucketState> = {
     return Math.max(0, Math.floor(levelAt(state, valuesOf(state, window.periodMs, 2), scale, now) / scale.perToken))
   },
 
-  used(state, window, now) {
-    const scale = scaleOf(window)
-    return scale.capacity - levelAt(state, valuesOf(state, window.periodMs, 2), scale, now)
-  },
+  used,
 
   stepsPerUnit(window) {
     return scaleOf(window).perToken
   },
 
-  answer(state, window, now, cost) {
-    const scale = scaleOf(window)
-    const at = valuesOf(state, window.periodMs, 2)
-    const level = levelAt(state, at, scale, now)
-    const measured = measuredAt(state, at, now)
-    // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
-    const remaining = Math.max(0, Math.floor(level / scale.perToken))
-    return {
-      remaining,
-      resetAtMs: remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now),
-      fitsAtMs: fits(window, scale, cost, level, measured, now),
-    }
-  },
+  answer,
 
-  charge(state, windows, now, cost) {
-    let next = state
-    for (const window of windows) {
-      const scale = scaleOf(window)
-      const at = valuesOf(next, window.periodMs, 2)
-      const level = levelAt(next, at, scale, now)
-      next = withValues(next, at, window.periodMs, level - cost * scale.perToken, measuredAt(next, at, now))
-    }
-    return next as BucketState
-  },
+  charge,
 
-  refund(state, windows, now, cost) {
-    if (!state) return undefined
-    let next = state
-    for (const window of windows) {
-      const scale = scaleOf(window)
-      const at = valuesOf(next, window.periodMs, 2)
-      const level = Math.min(scale.capacity, levelAt(next, at, scale, now) + cost * scale.perToken)
-      next = withValues(next, at, window.periodMs, level, measuredAt(next, at, now))
-    }
-    return next
-  },
-
-  clamp(state, windows, now) {
-    let moved = false
-    for (const window of windows) {
-      const offset = valuesOf(state, window.periodMs, 2)
-      if (offset >= 0 && ((state as PeriodState)[offset + 1] as number) > now) {
-        ;(state as PeriodState)[offset + 1] = now
-        moved = true
-      }
-    }
-    return moved
-  },
+  refund,
 
   expiresAt(state, windows) {
     let latest = 0
@@ -152,5 +169,30 @@ export const bucket: Algorithm<BucketState> = {
       )
     }
     return latest
+  },
+
+  read(state, windows, now, cost, random) {
+    let bits = clamp(state, windows, now) ? CLAMPED : 0
+    for (const window of windows) {
+      if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
+      if (
+        random !== undefined &&
+        window.lowBurst !== undefined &&
+        shedsAt(window, used(state, window, now), scaleOf(window).perToken, cost, random)
+      )
+        bits |= SHEDS
+    }
+    return bits
+  },
+
+  settle(state, windows, now, cost, delta, shedding, into, at) {
+    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    for (const window of windows) {
+      const result = answer(next, window, now, cost)
+      if (shedding !== undefined && window.lowBurst !== undefined)
+        answerShed(bucket, next, window, now, cost, shedding, result)
+      into[at++] = result
+    }
+    return next
   },
 }

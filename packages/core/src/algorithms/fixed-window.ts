@@ -1,6 +1,8 @@
 import type { Window } from '../rules.js'
-import { type Algorithm, NEVER } from './algorithm.js'
-import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
+import type { StoreWindowResult } from '../stores/store.js'
+import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
+import { type PeriodState, valuesOf, withValues } from './period-state.js'
+import { answerShed, shedsAt } from './shedding.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState
@@ -25,6 +27,45 @@ function countOf(state: FixedWindowState | undefined, window: Window, now: numbe
   return counts(state, at, window.periodMs, now) ? ((state as PeriodState)[at + 1] as number) : 0
 }
 
+function answer(state: FixedWindowState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+  const { limit, periodMs } = window
+  const at = valuesOf(state, periodMs, 2)
+  const counting = counts(state, at, periodMs, now)
+  const values = state as PeriodState
+  const count = counting ? (values[at + 1] as number) : 0
+  const endsAt = counting ? ((values[at] as number) + 1) * periodMs : now
+  const remaining = Math.max(0, limit - count)
+  return {
+    remaining,
+    resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt),
+    fitsAtMs: fits(window, now, cost, count, endsAt),
+  }
+}
+
+function charge(state: FixedWindowState | undefined, windows: readonly Window[], now: number, cost: number) {
+  let next = state
+  for (const { periodMs } of windows) {
+    const at = valuesOf(next, periodMs, 2)
+    const values = next as PeriodState
+    next = counts(next, at, periodMs, now)
+      ? withValues(next, at, periodMs, values[at] as number, (values[at + 1] as number) + cost)
+      : withValues(next, at, periodMs, Math.floor(now / periodMs), cost)
+  }
+  return next as FixedWindowState
+}
+
+function refund(state: FixedWindowState | undefined, windows: readonly Window[], now: number, cost: number) {
+  if (!state) return undefined
+  let next = state
+  for (const { periodMs } of windows) {
+    const at = valuesOf(next, periodMs, 2)
+    next = counts(next, at, periodMs, now)
+      ? withValues(next, at, periodMs, next[at] as number, Math.max(0, (next[at + 1] as number) - cost))
+      : withValues(next, at, periodMs, Math.floor(now / periodMs), 0)
+  }
+  return next
+}
+
 export const fixedWindow: Algorithm<FixedWindowState> = {
   fitsAt(state, window, now, need) {
     const at = valuesOf(state, window.periodMs, 2)
@@ -33,20 +74,7 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     return fits(window, now, need, values[at + 1] as number, ((values[at] as number) + 1) * window.periodMs)
   },
 
-  answer(state, window, now, cost) {
-    const { limit, periodMs } = window
-    const at = valuesOf(state, periodMs, 2)
-    const counting = counts(state, at, periodMs, now)
-    const values = state as PeriodState
-    const count = counting ? (values[at + 1] as number) : 0
-    const endsAt = counting ? ((values[at] as number) + 1) * periodMs : now
-    const remaining = Math.max(0, limit - count)
-    return {
-      remaining,
-      resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt),
-      fitsAtMs: fits(window, now, cost, count, endsAt),
-    }
-  },
+  answer,
 
   remaining(state, window, now) {
     return Math.max(0, window.limit - countOf(state, window, now))
@@ -60,33 +88,9 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     return 1
   },
 
-  charge(state, windows, now, cost) {
-    let next = state
-    for (const { periodMs } of windows) {
-      const at = valuesOf(next, periodMs, 2)
-      const values = next as PeriodState
-      next = counts(next, at, periodMs, now)
-        ? withValues(next, at, periodMs, values[at] as number, (values[at + 1] as number) + cost)
-        : withValues(next, at, periodMs, Math.floor(now / periodMs), cost)
-    }
-    return next as FixedWindowState
-  },
+  charge,
 
-  refund(state, windows, now, cost) {
-    if (!state) return undefined
-    let next = state
-    for (const { periodMs } of windows) {
-      const at = valuesOf(next, periodMs, 2)
-      next = counts(next, at, periodMs, now)
-        ? withValues(next, at, periodMs, next[at] as number, Math.max(0, (next[at + 1] as number) - cost))
-        : withValues(next, at, periodMs, Math.floor(now / periodMs), 0)
-    }
-    return next
-  },
-
-  clamp(state, windows, now) {
-    return clampIndices(state, windows, now, 2)
-  },
+  refund,
 
   expiresAt(state, windows) {
     let latest = 0
@@ -96,5 +100,39 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
         latest = Math.max(latest, ((state[at] as number) + 1) * window.periodMs)
     }
     return latest
+  },
+  read(state, windows, now, cost, random) {
+    let bits = 0
+    for (const window of windows) {
+      const { limit, periodMs } = window
+      const at = valuesOf(state, periodMs, 2)
+      const index = Math.floor(now / periodMs)
+      let count = 0
+      if (at >= 0) {
+        const values = state as PeriodState
+        const stored = values[at] as number
+        // clamp: a window a faster clock stamped ahead is now's, its count kept.
+        if (stored > index) {
+          values[at] = index
+          bits |= CLAMPED
+        }
+        if (stored >= index) count = values[at + 1] as number
+      }
+      if (cost > limit || count + cost > limit) bits |= LIMITED
+      else if (random !== undefined && window.lowBurst !== undefined && shedsAt(window, count, 1, cost, random))
+        bits |= SHEDS
+    }
+    return bits
+  },
+
+  settle(state, windows, now, cost, delta, shedding, into, at) {
+    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    for (const window of windows) {
+      const result = answer(next, window, now, cost)
+      if (shedding !== undefined && window.lowBurst !== undefined)
+        answerShed(fixedWindow, next, window, now, cost, shedding, result)
+      into[at++] = result
+    }
+    return next
   },
 }

@@ -1,4 +1,5 @@
 import type { Window } from '../rules.js'
+import type { StoreWindowResult } from '../stores/store.js'
 import type { Algorithm } from './algorithm.js'
 
 /**
@@ -18,11 +19,15 @@ export function sheds<S>(
   cost: number,
   random: number,
 ): boolean {
-  const { lowBurst } = window
-  if (lowBurst === undefined) return false
-  const steps = algorithm.stepsPerUnit(window)
+  if (window.lowBurst === undefined) return false
+  return shedsAt(window, algorithm.used(state, window, now), algorithm.stepsPerUnit(window), cost, random)
+}
+
+/** `sheds` for a window with `lowBurst` whose use is `used` steps, `steps` to a unit. */
+export function shedsAt(window: Window, used: number, steps: number, cost: number, random: number): boolean {
+  const { limit, lowBurst = limit } = window
   // The request fits, so the use before it plus its cost is at most the limit: no sum passes 2^53.
-  return random * ((window.limit - lowBurst) * steps) < algorithm.used(state, window, now) + (cost - lowBurst) * steps
+  return random * ((limit - lowBurst) * steps) < used + (cost - lowBurst) * steps
 }
 
 /**
@@ -38,6 +43,28 @@ export function shedRetryAt<S>(
   now: number,
   cost: number,
 ): number {
+  return Math.max(now + 1, algorithm.fitsAt(state, window, now, shedNeed(window, cost)))
+}
+
+/** What must fit for a window to shed a request of `cost` no more: `shedRetryAt` is when it does, a millisecond on at least. */
+export function shedNeed(window: Window, cost: number): number {
   const { limit, lowBurst = limit } = window
-  return Math.max(now + 1, algorithm.fitsAt(state, window, now, Math.min(limit, cost + limit - lowBurst)))
+  return Math.min(limit, cost + limit - lowBurst)
+}
+
+/**
+ * For a decision that was shed: `answer`'s `fitsAtMs` becomes `shedRetryAt` if this window shed
+ * it. A rare path, so one function for every algorithm.
+ */
+export function answerShed<S>(
+  algorithm: Algorithm<S>,
+  state: S | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+  random: number,
+  answer: StoreWindowResult,
+): void {
+  if (sheds(algorithm, state, window, now, cost, random))
+    answer.fitsAtMs = shedRetryAt(algorithm, state, window, now, cost)
 }

@@ -1,5 +1,7 @@
 import type { Window } from '../rules.js'
-import { type Algorithm, NEVER } from './algorithm.js'
+import type { StoreWindowResult } from '../stores/store.js'
+import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
+import { answerShed, shedsAt } from './shedding.js'
 
 /**
  * Every admitted request as (time, running total of units after it). The running total makes a
@@ -68,93 +70,138 @@ function fits(state: SlidingLogState | undefined, window: Window, now: number, n
   return (state.times[low] as number) + window.periodMs
 }
 
-export const slidingLog: Algorithm<SlidingLogState> = {
-  fitsAt(state, window, now, need) {
-    return fits(state, window, now, need, state ? totalBefore(state, window, now) : 0)
-  },
+function fitsAt(state: SlidingLogState | undefined, window: Window, now: number, need: number): number {
+  return fits(state, window, now, need, state ? totalBefore(state, window, now) : 0)
+}
 
-  answer(state, window, now, cost) {
-    const { limit } = window
-    const before = state ? totalBefore(state, window, now) : 0
-    const remaining = state ? Math.max(0, limit - (lastTotal(state) - before)) : limit
-    return {
-      remaining,
-      resetAtMs: remaining >= limit ? now : fits(state, window, now, remaining + 1, before),
-      fitsAtMs: fits(state, window, now, cost, before),
+function answer(state: SlidingLogState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+  const { limit } = window
+  const before = state ? totalBefore(state, window, now) : 0
+  const remaining = state ? Math.max(0, limit - (lastTotal(state) - before)) : limit
+  return {
+    remaining,
+    resetAtMs: remaining >= limit ? now : fits(state, window, now, remaining + 1, before),
+    fitsAtMs: fits(state, window, now, cost, before),
+  }
+}
+
+function used(state: SlidingLogState | undefined, window: Window, now: number): number {
+  return state ? lastTotal(state) - totalBefore(state, window, now) : 0
+}
+
+function charge(
+  state: SlidingLogState | undefined,
+  windows: readonly Window[],
+  now: number,
+  cost: number,
+): SlidingLogState {
+  const cutoff = now - longestPeriod(windows)
+  const log = state ?? { times: [], totals: [], base: 0 }
+  const last = log.times.length - 1
+  if (last < 0 || (log.times[last] as number) <= cutoff) {
+    // Nothing left in any window: start the running total afresh.
+    log.times = []
+    log.totals = []
+    log.base = 0
+  } else {
+    const expired = lastAtOrBefore(log.times, cutoff) + 1
+    if (expired > 0) {
+      log.base = log.totals[expired - 1] as number
+      log.times.splice(0, expired)
+      log.totals.splice(0, expired)
     }
-  },
+  }
+  const n = log.times.length
+  if (totalAt(log, n - 1) + cost > Number.MAX_SAFE_INTEGER) {
+    for (let i = 0; i < n; i++) log.totals[i] = (log.totals[i] as number) - log.base
+    log.base = 0
+  }
+  // `clamp` left no entry after now, so entries stay in time order.
+  log.times.push(now)
+  log.totals.push(totalAt(log, n - 1) + cost)
+  return log
+}
+
+function refund(
+  state: SlidingLogState | undefined,
+  windows: readonly Window[],
+  now: number,
+  cost: number,
+): SlidingLogState | undefined {
+  if (!state) return undefined
+  const cutoff = now - longestPeriod(windows)
+  let left = cost
+  while (left > 0 && state.times.length > 0 && (state.times[state.times.length - 1] as number) > cutoff) {
+    const last = state.times.length - 1
+    const units = (state.totals[last] as number) - totalAt(state, last - 1)
+    if (units <= left) {
+      state.times.pop()
+      state.totals.pop()
+      left -= units
+    } else {
+      state.totals[last] = (state.totals[last] as number) - left
+      left = 0
+    }
+  }
+  return state
+}
+
+function clamp(state: SlidingLogState | undefined, _windows: readonly Window[], now: number): boolean {
+  if (!state) return false
+  let moved = false
+  for (let i = state.times.length - 1; i >= 0 && (state.times[i] as number) > now; i--) {
+    state.times[i] = now
+    moved = true
+  }
+  return moved
+}
+
+export const slidingLog: Algorithm<SlidingLogState> = {
+  fitsAt,
+
+  answer,
 
   remaining(state, window, now) {
     return state ? Math.max(0, window.limit - (lastTotal(state) - totalBefore(state, window, now))) : window.limit
   },
 
-  used(state, window, now) {
-    return state ? lastTotal(state) - totalBefore(state, window, now) : 0
-  },
+  used,
 
   stepsPerUnit() {
     return 1
   },
 
-  charge(state, windows, now, cost) {
-    const cutoff = now - longestPeriod(windows)
-    const log = state ?? { times: [], totals: [], base: 0 }
-    const last = log.times.length - 1
-    if (last < 0 || (log.times[last] as number) <= cutoff) {
-      // Nothing left in any window: start the running total afresh.
-      log.times = []
-      log.totals = []
-      log.base = 0
-    } else {
-      const expired = lastAtOrBefore(log.times, cutoff) + 1
-      if (expired > 0) {
-        log.base = log.totals[expired - 1] as number
-        log.times.splice(0, expired)
-        log.totals.splice(0, expired)
-      }
-    }
-    const n = log.times.length
-    if (totalAt(log, n - 1) + cost > Number.MAX_SAFE_INTEGER) {
-      for (let i = 0; i < n; i++) log.totals[i] = (log.totals[i] as number) - log.base
-      log.base = 0
-    }
-    // `clamp` left no entry after now, so entries stay in time order.
-    log.times.push(now)
-    log.totals.push(totalAt(log, n - 1) + cost)
-    return log
-  },
+  charge,
 
-  refund(state, windows, now, cost) {
-    if (!state) return undefined
-    const cutoff = now - longestPeriod(windows)
-    let left = cost
-    while (left > 0 && state.times.length > 0 && (state.times[state.times.length - 1] as number) > cutoff) {
-      const last = state.times.length - 1
-      const units = (state.totals[last] as number) - totalAt(state, last - 1)
-      if (units <= left) {
-        state.times.pop()
-        state.totals.pop()
-        left -= units
-      } else {
-        state.totals[last] = (state.totals[last] as number) - left
-        left = 0
-      }
-    }
-    return state
-  },
-
-  clamp(state, _windows, now) {
-    if (!state) return false
-    let moved = false
-    for (let i = state.times.length - 1; i >= 0 && (state.times[i] as number) > now; i--) {
-      state.times[i] = now
-      moved = true
-    }
-    return moved
-  },
+  refund,
 
   expiresAt(state, windows) {
     const n = state.times.length
     return n === 0 ? 0 : (state.times[n - 1] as number) + longestPeriod(windows)
+  },
+
+  read(state, windows, now, cost, random) {
+    let bits = clamp(state, windows, now) ? CLAMPED : 0
+    for (const window of windows) {
+      if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
+      if (
+        random !== undefined &&
+        window.lowBurst !== undefined &&
+        shedsAt(window, used(state, window, now), 1, cost, random)
+      )
+        bits |= SHEDS
+    }
+    return bits
+  },
+
+  settle(state, windows, now, cost, delta, shedding, into, at) {
+    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    for (const window of windows) {
+      const result = answer(next, window, now, cost)
+      if (shedding !== undefined && window.lowBurst !== undefined)
+        answerShed(slidingLog, next, window, now, cost, shedding, result)
+      into[at++] = result
+    }
+    return next
   },
 }

@@ -1,7 +1,9 @@
 import type { Window } from '../rules.js'
-import { type Algorithm, NEVER } from './algorithm.js'
+import type { StoreWindowResult } from '../stores/store.js'
+import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
 import { ceilRatio, largestWithin } from './ratios.js'
+import { answerShed, shedsAt } from './shedding.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState
@@ -64,19 +66,72 @@ function fits(window: Window, now: number, need: number, index: number, count: n
   return (index + 2) * periodMs - largestWithin(count, limit - need, periodMs)
 }
 
+function fitsAt(state: SlidingWindowState | undefined, window: Window, now: number, need: number): number {
+  const { periodMs } = window
+  const at = valuesOf(state, periodMs, 3)
+  return fits(
+    window,
+    now,
+    need,
+    indexAt(state, at, periodMs, now),
+    countAt(state, at, periodMs, now),
+    previousAt(state, at, periodMs, now),
+  )
+}
+
+function answer(state: SlidingWindowState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+  const { limit, periodMs } = window
+  const at = valuesOf(state, periodMs, 3)
+  const index = indexAt(state, at, periodMs, now)
+  const count = countAt(state, at, periodMs, now)
+  const previous = previousAt(state, at, periodMs, now)
+  const remaining = Math.max(0, limit - count - ceilRatio(previous, overlap(window, index, now), periodMs))
+  return {
+    remaining,
+    resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous),
+    fitsAtMs: fits(window, now, cost, index, count, previous),
+  }
+}
+
+function charge(
+  state: SlidingWindowState | undefined,
+  windows: readonly Window[],
+  now: number,
+  cost: number,
+): SlidingWindowState {
+  let next = state
+  for (const { periodMs } of windows) {
+    const at = valuesOf(next, periodMs, 3)
+    const index = indexAt(next, at, periodMs, now)
+    const count = countAt(next, at, periodMs, now)
+    next = withValues(next, at, periodMs, index, count + cost, previousAt(next, at, periodMs, now))
+  }
+  return next as SlidingWindowState
+}
+
+// Each window gives back what it still counts of the units: from the current count first,
+// then from the previous one, which holds the charge once the window has rolled over.
+function refund(
+  state: SlidingWindowState | undefined,
+  windows: readonly Window[],
+  now: number,
+  cost: number,
+): SlidingWindowState | undefined {
+  if (!state) return undefined
+  let next = state
+  for (const { periodMs } of windows) {
+    const at = valuesOf(next, periodMs, 3)
+    const index = indexAt(next, at, periodMs, now)
+    const count = countAt(next, at, periodMs, now)
+    const previous = previousAt(next, at, periodMs, now)
+    const fromCurrent = Math.min(count, cost)
+    next = withValues(next, at, periodMs, index, count - fromCurrent, Math.max(0, previous - (cost - fromCurrent)))
+  }
+  return next
+}
+
 export const slidingWindow: Algorithm<SlidingWindowState> = {
-  fitsAt(state, window, now, need) {
-    const { periodMs } = window
-    const at = valuesOf(state, periodMs, 3)
-    return fits(
-      window,
-      now,
-      need,
-      indexAt(state, at, periodMs, now),
-      countAt(state, at, periodMs, now),
-      previousAt(state, at, periodMs, now),
-    )
-  },
+  fitsAt,
 
   remaining(state, window, now) {
     return Math.max(0, window.limit - used(state, window, now))
@@ -88,50 +143,11 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     return 1
   },
 
-  answer(state, window, now, cost) {
-    const { limit, periodMs } = window
-    const at = valuesOf(state, periodMs, 3)
-    const index = indexAt(state, at, periodMs, now)
-    const count = countAt(state, at, periodMs, now)
-    const previous = previousAt(state, at, periodMs, now)
-    const remaining = Math.max(0, limit - count - ceilRatio(previous, overlap(window, index, now), periodMs))
-    return {
-      remaining,
-      resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous),
-      fitsAtMs: fits(window, now, cost, index, count, previous),
-    }
-  },
+  answer,
 
-  charge(state, windows, now, cost) {
-    let next = state
-    for (const { periodMs } of windows) {
-      const at = valuesOf(next, periodMs, 3)
-      const index = indexAt(next, at, periodMs, now)
-      const count = countAt(next, at, periodMs, now)
-      next = withValues(next, at, periodMs, index, count + cost, previousAt(next, at, periodMs, now))
-    }
-    return next as SlidingWindowState
-  },
+  charge,
 
-  // Each window gives back what it still counts of the units: from the current count first,
-  // then from the previous one, which holds the charge once the window has rolled over.
-  refund(state, windows, now, cost) {
-    if (!state) return undefined
-    let next = state
-    for (const { periodMs } of windows) {
-      const at = valuesOf(next, periodMs, 3)
-      const index = indexAt(next, at, periodMs, now)
-      const count = countAt(next, at, periodMs, now)
-      const previous = previousAt(next, at, periodMs, now)
-      const fromCurrent = Math.min(count, cost)
-      next = withValues(next, at, periodMs, index, count - fromCurrent, Math.max(0, previous - (cost - fromCurrent)))
-    }
-    return next
-  },
-
-  clamp(state, windows, now) {
-    return clampIndices(state, windows, now, 3)
-  },
+  refund,
 
   expiresAt(state, windows) {
     let latest = 0
@@ -147,5 +163,30 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
       }
     }
     return latest
+  },
+
+  read(state, windows, now, cost, random) {
+    let bits = clampIndices(state, windows, now, 3) ? CLAMPED : 0
+    for (const window of windows) {
+      if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
+      if (
+        random !== undefined &&
+        window.lowBurst !== undefined &&
+        shedsAt(window, used(state, window, now), 1, cost, random)
+      )
+        bits |= SHEDS
+    }
+    return bits
+  },
+
+  settle(state, windows, now, cost, delta, shedding, into, at) {
+    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    for (const window of windows) {
+      const result = answer(next, window, now, cost)
+      if (shedding !== undefined && window.lowBurst !== undefined)
+        answerShed(slidingWindow, next, window, now, cost, shedding, result)
+      into[at++] = result
+    }
+    return next
   },
 }

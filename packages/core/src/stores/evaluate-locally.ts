@@ -1,6 +1,6 @@
+import { CLAMPED, LIMITED, SHEDS } from '../algorithms/algorithm.js'
 import { algorithms } from '../algorithms/index.js'
-import { shedRetryAt, sheds } from '../algorithms/shedding.js'
-import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
+import type { StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from './store.js'
 
 /** In-process state: what a local store keeps per key (a key string, or whatever the store finds its state by). */
 export interface StateTable<Key = string> {
@@ -11,7 +11,8 @@ export interface StateTable<Key = string> {
 
 /**
  * The all-or-nothing decision over in-process state: the same steps, in the same order, as
- * `lua/decide.lua`. Synchronous, so no other decision can interleave with it.
+ * `lua/decide.lua`. Synchronous, so no other decision can interleave with it. Each target's
+ * algorithm is asked twice, `read` and `settle`, whatever its windows.
  */
 export function evaluateLocally<Key>(
   table: StateTable<Key>,
@@ -20,75 +21,47 @@ export function evaluateLocally<Key>(
   now: number,
 ): StoreResult {
   const { operation, targets, cost } = request
+  const refund = operation === 'refund'
+  // Only a decision that can shed carries a random number: one that refunds never does.
+  const random = refund ? undefined : request.random
+  const count = targets.length
   // Plain loops, no closures: this is the whole cost of an in-process decision.
-  const states: unknown[] = new Array(targets.length)
-  // State a faster clock stamped after now is moved back to now, and written even if nothing
+  const states: unknown[] = new Array(count)
+  // A state a faster clock stamped after now is moved back to now, and written even if nothing
   // is charged: otherwise it would hold this clock back for as long as the clocks disagree.
   let clamped: boolean[] | undefined
-  for (let t = 0; t < targets.length; t++) {
-    const { algorithm, windows } = targets[t] as (typeof targets)[number]
-    states[t] = table.get(keys[t] as Key, now)
-    if (algorithms[algorithm].clamp(states[t], windows, now)) {
+  let found = 0
+  let windowCount = 0
+  for (let t = 0; t < count; t++) {
+    const { algorithm, windows } = targets[t] as StoreTarget
+    const state = table.get(keys[t] as Key, now)
+    states[t] = state
+    const bits = algorithms[algorithm].read(state, windows, now, cost, random)
+    if ((bits & CLAMPED) !== 0) {
       clamped ??= []
       clamped[t] = true
     }
-  }
-  let allowed = true
-  if (operation !== 'refund') {
-    for (let t = 0; t < targets.length && allowed; t++) {
-      const { algorithm, windows } = targets[t] as (typeof targets)[number]
-      for (const window of windows) {
-        if (algorithms[algorithm].fitsAt(states[t], window, now, cost) !== now) {
-          allowed = false
-          break
-        }
-      }
-    }
+    found |= bits
+    windowCount += windows.length
   }
   // Only a decision that fits may be shed: one that does not is limited, whatever the draw.
-  const { random } = request
-  let shed = false
-  if (allowed && random !== undefined && operation !== 'refund') {
-    for (let t = 0; t < targets.length && !shed; t++) {
-      const { algorithm, windows } = targets[t] as (typeof targets)[number]
-      for (const window of windows) {
-        if (sheds(algorithms[algorithm], states[t], window, now, cost, random)) {
-          shed = true
-          break
-        }
-      }
-    }
-    if (shed) allowed = false
-  }
-  const writes = (operation === 'consume' && allowed && cost > 0) || (operation === 'refund' && cost > 0)
-  let count = 0
-  for (let t = 0; t < targets.length; t++) count += (targets[t] as (typeof targets)[number]).windows.length
+  const allowed = refund || (found & LIMITED) === 0
+  const shed = allowed && (found & SHEDS) !== 0
+  const delta = cost === 0 || shed ? 0 : refund ? -1 : operation === 'consume' && allowed ? 1 : 0
   // Sized up front: the first push into an empty array reserves room for 17.
-  const windows: StoreWindowResult[] = new Array(count)
+  const windows: StoreWindowResult[] = new Array(windowCount)
   let w = 0
-  for (let t = 0; t < targets.length; t++) {
-    const target = targets[t] as (typeof targets)[number]
+  for (let t = 0; t < count; t++) {
+    const target = targets[t] as StoreTarget
     const algorithm = algorithms[target.algorithm]
-    let state = states[t]
-    if (writes || clamped?.[t]) {
-      if (writes) {
-        state =
-          operation === 'refund'
-            ? algorithm.refund(state, target.windows, now, cost)
-            : algorithm.charge(state, target.windows, now, cost)
-      }
+    const state = algorithm.settle(states[t], target.windows, now, cost, delta, shed ? random : undefined, windows, w)
+    w += target.windows.length
+    if (delta !== 0 || clamped?.[t] === true) {
       const expiresAt = state === undefined ? 0 : algorithm.expiresAt(state, target.windows)
       if (expiresAt > now) table.set(keys[t] as Key, state, expiresAt)
       else table.delete(keys[t] as Key)
     }
-    for (const window of target.windows) {
-      const answer = algorithm.answer(state, window, now, cost)
-      if (shed && sheds(algorithm, state, window, now, cost, random as number)) {
-        answer.fitsAtMs = shedRetryAt(algorithm, state, window, now, cost)
-      }
-      windows[w++] = answer
-    }
   }
   if (shed) return { allowed: false, shed, nowMs: now, windows }
-  return { allowed: operation === 'refund' || allowed, nowMs: now, windows }
+  return { allowed, nowMs: now, windows }
 }
