@@ -127,8 +127,13 @@ export function createRateLimit<Req>(
       : { onStoreError: storeErrorPolicyOf(options.onStoreError, TollgateConfigError, 'option onStoreError') }),
     ...storeTimeout,
   }
-  // One frozen object for every request when the cost is fixed: the limiter checks it once.
-  const fixedCostOptions = typeof cost === 'number' ? Object.freeze({ ...decisionDefaults, cost }) : undefined
+  // One frozen object for every request when the cost is fixed: the limiter checks it once. None
+  // at all when it would hold only the limiter's own default, a cost of 1: the limiter then
+  // looks nothing up for it.
+  const fixedCostOptions =
+    typeof cost !== 'number' || (cost === 1 && Object.keys(decisionDefaults).length === 0)
+      ? undefined
+      : Object.freeze({ ...decisionDefaults, cost })
   // Last, once every other option is known good: it may start a store's timers.
   const { limiter, rule, owned } = limiterOf(options, onWarning)
   const onAddressFallback = (how: AddressFallback) =>
