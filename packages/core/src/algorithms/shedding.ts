@@ -43,13 +43,8 @@ export function shedRetryAt<S>(
   now: number,
   cost: number,
 ): number {
-  return Math.max(now + 1, algorithm.fitsAt(state, window, now, shedNeed(window, cost)))
-}
-
-/** What must fit for a window to shed a request of `cost` no more: `shedRetryAt` is when it does, a millisecond on at least. */
-export function shedNeed(window: Window, cost: number): number {
   const { limit, lowBurst = limit } = window
-  return Math.min(limit, cost + limit - lowBurst)
+  return Math.max(now + 1, algorithm.fitsAt(state, window, now, Math.min(limit, cost + limit - lowBurst)))
 }
 
 /**

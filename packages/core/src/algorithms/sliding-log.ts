@@ -146,7 +146,8 @@ function refund(
   return state
 }
 
-function clamp(state: SlidingLogState | undefined, _windows: readonly Window[], now: number): boolean {
+/** Moves every entry a faster clock stamped after `now` back to now; whether any moved. */
+function clamp(state: SlidingLogState | undefined, now: number): boolean {
   if (!state) return false
   let moved = false
   for (let i = state.times.length - 1; i >= 0 && (state.times[i] as number) > now; i--) {
@@ -181,7 +182,7 @@ export const slidingLog: Algorithm<SlidingLogState> = {
   },
 
   read(state, windows, now, cost, random) {
-    let bits = clamp(state, windows, now) ? CLAMPED : 0
+    let bits = clamp(state, now) ? CLAMPED : 0
     for (const window of windows) {
       if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
       if (
