@@ -56,47 +56,30 @@
 --#include lib/sliding_window.lua
 --#include lib/bucket.lua
 --#include lib/sliding_log.lua
+--#include lib/time.lua
+--#include lib/rule_text.lua
 
 local KEYS, ARGV = KEYS, ARGV
 local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
 local OPERATIONS = { consume = true, peek = true, refund = true, undo = true }
-local algorithms = {}
 -- Decisions of one batch mostly share their rules and requests: each text is parsed once per batch.
-local parsed_rules = {}
+local read_rule = rule_reader(modules)
 local parsed_requests = {}
 
+-- The rule of `text`, with its module's steps and the cells it takes (`width`) at hand.
 local function rule_of(text)
-  local rule = parsed_rules[text]
-  if rule then
-    return rule
+  local rule = read_rule(text)
+  if not rule.width then
+    local module = rule.module
+    rule.check, rule.sheds, rule.finish = module.check, module.sheds, module.finish
+    rule.width = module.width(#rule.windows)
   end
-  local code, rest = string.match(text, '^(%a+) (.*)$')
-  local algorithm = algorithms[code]
-  if not algorithm then
-    algorithm = modules[code]()
-    algorithms[code] = algorithm
-  end
-  local windows = {}
-  for limit, period, low_burst in string.gmatch(rest, '(%d+) (%d+)/?(%d*)') do
-    windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period), low_burst = tonumber(low_burst) }
-  end
-  rule = {
-    check = algorithm.check,
-    sheds = algorithm.sheds,
-    finish = algorithm.finish,
-    windows = windows,
-    width = algorithm.width(#windows),
-  }
-  parsed_rules[text] = rule
   return rule
 end
 
 local server_now
 local function server_time()
-  if not server_now then
-    local time = call('TIME')
-    server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
-  end
+  server_now = server_now or server_time_ms()
   return server_now
 end
 
@@ -143,11 +126,8 @@ local function request_of(text)
     -- Requests live for one script call, and so does the server's time.
     request.now = server_time()
   else
-    local time = tonumber(now)
-    -- Whole ms from 0 to 8.64e15 (clock.ts): anything else would admit or refuse everything.
-    if time and time == floor(time) and time >= 0 and time <= 8640000000000000 then
-      request.now = time
-    else
+    request.now = sent_time(now)
+    if not request.now then
       request.bad_now = now
     end
   end
@@ -175,7 +155,7 @@ local function decide_from_arg()
     request = request_of(ARGV[arg])
     local operation, cost, rules, keys, now = request.operation, request.cost, request.rules, request.keys, request.now
     if not now then
-      error('the clock sent ' .. request.bad_now .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
+      bad_time(request.bad_now)
     end
     local allowed, base = true, 0
     for i = 1, keys do

@@ -31,6 +31,8 @@
 --#include lib/counter_state.lua
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua
+--#include lib/time.lua
+--#include lib/rule_text.lua
 --#include lib/sync_call.lua
 
 local KEYS, ARGV = KEYS, ARGV
@@ -50,7 +52,7 @@ local function give_back(name, rule)
   add_to_key(rule, name, call('GET', name), now, segments, scratch)
 end
 
-local rule_of = sync_rules({ fw = fixed_window_module, sw = sliding_window_module })
+local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module })
 local entries = {}
 for arg = 4, #ARGV do
   local text, want, need, given = string.match(ARGV[arg], '^([^|]*)|(%d+)|(%d+)|(.*)$')

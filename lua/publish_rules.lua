@@ -14,14 +14,15 @@
 --          then pairs: rule name, options JSON ('' drops the rule's override)
 -- Reply    { 1, the new epoch }, or { 0, the epoch found } when it was not ARGV[1]: nothing written
 
+--#include lib/time.lua
+
 local call = redis.call
 local epoch = tonumber(call('GET', KEYS[1]) or '0')
 if epoch ~= tonumber(ARGV[1]) then
   return { 0, epoch }
 end
 local published = epoch + 1
-local time = call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = server_time_ms()
 
 -- A stored text goes into the entry as a JSON string: one written around the API may not be JSON.
 local function json_text(text)

@@ -19,6 +19,8 @@
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua
 --#include lib/bucket.lua
+--#include lib/time.lua
+--#include lib/rule_text.lua
 --#include lib/sync_call.lua
 
 local KEYS, ARGV = KEYS, ARGV
@@ -31,7 +33,7 @@ if ARGV[2] ~= '' then
 end
 
 -- Keys of one rule send the same rule text, which is parsed once per call.
-local rule_of = sync_rules({ fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module })
+local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module })
 
 local s, segments = {}, {}
 for arg = 3, #ARGV do

@@ -1,19 +1,13 @@
 -- What the two scripts of processes deciding in their own memory (sync.lua, lease.lua) share:
--- the call's time, the process's heartbeat, and their rule text.
+-- the call's time, the process's heartbeat, and how a process's units reach a key.
 
 -- The server's time, and the call's: ARGV's `text` in ms, or '-' for the server's.
 local function call_time(text)
-  local time = call('TIME')
-  local server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
+  local server_now = server_time_ms()
   if text == '-' then
     return server_now, server_now
   end
-  local now = tonumber(text)
-  -- Whole ms from 0 to 8.64e15 (clock.ts): anything else would corrupt every window it touched.
-  if not now or now ~= floor(now) or now < 0 or now > 8640000000000000 then
-    error('the clock sent ' .. text .. ' as the time; a time is whole milliseconds from 0 to 8640000000000000')
-  end
-  return server_now, now
+  return server_now, sent_time(text) or bad_time(text)
 end
 
 -- 'instance ttl_ms': the instance is alive (a sorted set of instances, members older than ttl_ms
@@ -25,30 +19,6 @@ local function heartbeat(key, text, now)
   call('ZREMRANGEBYSCORE', key, '-inf', now - ttl)
   call('PEXPIRE', key, ttl)
   return call('ZCARD', key)
-end
-
--- 'code limit period limit period …', each text parsed once per call; its module built once.
-local function sync_rules(modules)
-  local built, rules = {}, {}
-  return function(text)
-    local rule = rules[text]
-    if rule then
-      return rule
-    end
-    local code, rest = string.match(text, '^(%a+) (.*)$')
-    local module = built[code]
-    if not module then
-      module = modules[code]()
-      built[code] = module
-    end
-    local windows = {}
-    for limit, period in string.gmatch(rest, '(%d+) (%d+)') do
-      windows[#windows + 1] = { limit = tonumber(limit), period = tonumber(period) }
-    end
-    rule = { code = code, module = module, windows = windows }
-    rules[text] = rule
-    return rule
-  end
 end
 
 -- An entry's segments 'at units at units …' read into `segments`, whose old cells beyond are
