@@ -2,6 +2,7 @@ import {
   createLimiter,
   HybridStore,
   type Limiter,
+  type LiveRules,
   RedisStore,
   type RulesOptions,
   type WindowOptions,
@@ -10,6 +11,7 @@ import { prometheusMetrics } from '@tollgate/prometheus'
 import { Redis } from 'ioredis'
 import { Registry } from 'prom-client'
 import { afterEach, describe, expect, inject, it } from 'vitest'
+import { DEFAULTS, Fleet, livePrefix } from '../src/live-rules-fixtures.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { scrape, series } from '../src/prometheus-scrape.js'
 
@@ -29,7 +31,7 @@ function client(): Redis {
   return redis
 }
 
-function limiterOn(store: RedisStore | HybridStore, rules: RulesOptions, options: object = {}): Limiter {
+function limiterOn(store: RedisStore | HybridStore, rules: RulesOptions | LiveRules, options: object = {}): Limiter {
   const limiter = createLimiter({ store, rules, onWarning: () => {}, ...options })
   closers.push(() => limiter.close())
   return limiter
@@ -178,5 +180,30 @@ describe('Prometheus metrics on a HybridStore', () => {
     expect(series(samples, 'tollgate_store_errors_total').get('kind="sync"')).toBe(1)
     expect(series(samples, 'tollgate_hybrid_sync_duration_seconds_count').get('')).toBe(2)
     expect(await overAdmitted()).toBe(5)
+  })
+
+  it('labels the over-admission of a live rule whose shape changed with its name, not its state name', async () => {
+    const clock = new ManualClock(T0)
+    const redis = client()
+    const fleet = new Fleet(redis, livePrefix('metrics-reshaped'), DEFAULTS)
+    closers.push(() => fleet.close())
+    const [first, second] = [fleet.add(), fleet.add()]
+    const stores = [hybrid(client(), clock, fleet.prefix), hybrid(client(), clock, fleet.prefix)]
+    const limiters = [limiterOn(stores[0] as HybridStore, first), limiterOn(stores[1] as HybridStore, second)]
+    const registry = new Registry()
+    prometheusMetrics(limiters[1] as Limiter, { registry })
+    // A period other than the default's: the rule's state moves to api@<digest>.
+    await first.publish({ api: { algorithm: 'fixed-window', windows: [{ limit: 5, period: '30s' }] } })
+    await second.refresh()
+    expect(limiters[1]?.rules.get('api')?.stateName).toMatch(/^api@[0-9a-f]{10}$/)
+    for (const limiter of limiters) {
+      for (let i = 0; i < 5; i++) expect((await limiter.consume('api', 'ip:a')).allowed).toBe(true)
+    }
+    expect((await stores[0]?.syncNow())?.overAdmitted).toBe(0)
+    expect((await stores[1]?.syncNow())?.overAdmitted).toBe(5)
+    const stateName = limiters[1]?.rules.get('api')?.stateName as string
+    expect(stores[1]?.stats().overAdmittedByRule).toEqual(new Map([[stateName, 5]]))
+    const overAdmitted = series(await scrape(registry), 'tollgate_hybrid_overadmitted_units_total')
+    expect(overAdmitted).toEqual(new Map([['rule="api"', 5]]))
   })
 })

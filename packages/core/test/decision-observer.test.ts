@@ -190,6 +190,41 @@ describe('DecisionCounts', () => {
     expect(Object.getOwnPropertySymbols({ ...api })).toEqual([])
   })
 
+  it("reads a store's totals by state name as its rule's, remembering the last 10,000 state names", () => {
+    const counts = new DecisionCounts()
+    // A live rule whose shape changed keeps its state under name@digest; each publish that
+    // reshapes it makes a new one.
+    const reshaped = (stateName: string): Rule => {
+      const rule = { name: 'api', stateName, windows: [], chain: [] as Rule[] } as unknown as Rule
+      ;(rule.chain as Rule[]).push(rule)
+      return rule
+    }
+    const decision: Decision = {
+      allowed: true,
+      reason: 'ok',
+      rule: 'api',
+      cost: 1,
+      retryAfterMs: 0,
+      nowMs: 0,
+      windows: [],
+    }
+    for (let i = 0; i <= 10_000; i++) counts.decided(reshaped(`api@${i}`), decision, Number.NaN)
+    expect(
+      counts.totalsByRule([
+        ['api@10000', 3],
+        ['api@1', 4],
+        ['api@0', 5],
+        ['other', 6],
+      ]),
+    ).toEqual(
+      new Map([
+        ['api', 7],
+        ['api@0', 5],
+        ['other', 6],
+      ]),
+    )
+  })
+
   it('labels rules past maxRules __other__, and gives other metrics the same labels', () => {
     const counts = new DecisionCounts({ maxRules: 2 })
     expect(['a', 'b', 'c', 'a', '__other__'].map((name) => counts.ruleLabel(name))).toEqual([

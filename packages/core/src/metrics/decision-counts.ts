@@ -64,6 +64,8 @@ type SlottedRule = Rule & { [SLOT]?: RuleSlot }
 
 const OPTION_KEYS = optionKeys<DecisionCountsOptions>({ maxRules: true, timeEvery: true, durationBuckets: true })
 const MAX_RULES_LIMIT = 10_000
+/** State names (`name@digest`) remembered for `totalsByRule`; past it, the oldest go. */
+const MAX_STATE_NAMES = 10_000
 
 class WindowTally implements WindowCounts {
   denials = 0
@@ -123,6 +125,11 @@ export class DecisionCounts implements DecisionObserver {
   private readonly tallies = new Map<string, RuleTally>()
   /** By resolved rule, not by name: finding a decision's counts costs no string hashing. */
   private readonly slots = new WeakMap<Rule, RuleSlot>()
+  /**
+   * Rule names by the state names of the rules decided on, where they differ: a live rule whose
+   * shape changed keeps its state, and a store counts by it, under `name@digest`.
+   */
+  private readonly namesOfStates = new Map<string, string>()
   private readonly errors = Object.fromEntries(STORE_ERROR_KINDS.map((kind) => [kind, 0])) as Record<
     StoreErrorKind,
     number
@@ -184,13 +191,14 @@ export class DecisionCounts implements DecisionObserver {
 
   /**
    * Values that come by rule name from elsewhere (a HybridStore's, say), summed by the label each
-   * name is counted under; every rule label decided on is there, at 0 when `values` has none.
+   * name is counted under; every rule label decided on is there, at 0 when `values` has none. A
+   * store counts by the rule's state name: one of a rule decided on is read as that rule's name.
    */
   totalsByRule(values: Iterable<[string, number]>): Map<string, number> {
     const totals = new Map<string, number>()
     for (const rule of this.tallies.values()) totals.set(rule.rule, 0)
     for (const [name, value] of values) {
-      const label = this.labels.labelOf(name)
+      const label = this.labels.labelOf(this.namesOfStates.get(name) ?? name)
       totals.set(label, (totals.get(label) ?? 0) + value)
     }
     return totals
@@ -213,6 +221,7 @@ export class DecisionCounts implements DecisionObserver {
     const cells: WindowTally[] = []
     const sizes: number[] = []
     for (const link of rule.chain) {
+      if (link.stateName !== link.name) this.noteStateName(link)
       const tally = this.tallyOf(link.name)
       for (const window of link.windows) {
         cells.push(tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs)))
@@ -220,6 +229,14 @@ export class DecisionCounts implements DecisionObserver {
       sizes.push(link.windows.length)
     }
     return { owner: this, counts: this.tallyOf(rule.name).counts, cells, sizes, perIdentifier: cells.length }
+  }
+
+  private noteStateName(rule: Rule): void {
+    // Each publish that reshapes a rule names a new state: the oldest are forgotten first.
+    if (this.namesOfStates.size >= MAX_STATE_NAMES && !this.namesOfStates.has(rule.stateName)) {
+      this.namesOfStates.delete(this.namesOfStates.keys().next().value as string)
+    }
+    this.namesOfStates.set(rule.stateName, rule.name)
   }
 
   private tallyOf(name: string): RuleTally {

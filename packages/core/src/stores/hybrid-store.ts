@@ -62,11 +62,13 @@ export interface HybridStats {
   reservedUnits: number
   /**
    * Every sync's `overAdmitted` since the store was made, by rule: units this process pushed
-   * above a window's limit. Rules that never over-admitted are absent.
+   * above a window's limit. Rules that never over-admitted are absent. A rule is named as its
+   * keys are, by its `stateName`: `name@digest` for a live rule whose shape changed (the metrics
+   * packages label it with its name).
    * @example new Map([['api', 12]])
    */
   overAdmittedByRule: ReadonlyMap<string, number>
-  /** Strict mode: `leaseRoundTrips` by the rule of the decision's first key (its own). */
+  /** Strict mode: `leaseRoundTrips` by the rule of the decision's first key (its own), named as `overAdmittedByRule` names it. */
   leaseRoundTripsByRule: ReadonlyMap<string, number>
 }
 
