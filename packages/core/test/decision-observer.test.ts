@@ -26,6 +26,16 @@ class Recorder implements DecisionObserver {
 }
 
 const windows = [{ limit: 2, period: '1m' }] satisfies WindowOptions[]
+/** A decision of the rule `api` that let one unit through, for counts shown decisions by hand. */
+const allowedOnApi: Decision = {
+  allowed: true,
+  reason: 'ok',
+  rule: 'api',
+  cost: 1,
+  retryAfterMs: 0,
+  nowMs: 0,
+  windows: [],
+}
 let limiter: Limiter | undefined
 
 afterEach(async () => {
@@ -199,16 +209,7 @@ describe('DecisionCounts', () => {
       ;(rule.chain as Rule[]).push(rule)
       return rule
     }
-    const decision: Decision = {
-      allowed: true,
-      reason: 'ok',
-      rule: 'api',
-      cost: 1,
-      retryAfterMs: 0,
-      nowMs: 0,
-      windows: [],
-    }
-    for (let i = 0; i <= 10_000; i++) counts.decided(reshaped(`api@${i}`), decision, Number.NaN)
+    for (let i = 0; i <= 10_000; i++) counts.decided(reshaped(`api@${i}`), allowedOnApi, Number.NaN)
     expect(
       counts.totalsByRule([
         ['api@10000', 3],
@@ -267,16 +268,7 @@ describe('DecisionCounts', () => {
   it('counts timed decisions in buckets, each time in the first bucket it fits', () => {
     const counts = new DecisionCounts({ durationBuckets: [0.001, 0.01] })
     const rule = createLimiter({ rules: { api: { windows } } }).rules.get('api') as Rule
-    const decision: Decision = {
-      allowed: true,
-      reason: 'ok',
-      rule: 'api',
-      cost: 1,
-      retryAfterMs: 0,
-      nowMs: 0,
-      windows: [],
-    }
-    for (const seconds of [0.0005, 0.001, 0.005, 0.5, Number.NaN]) counts.decided(rule, decision, seconds)
+    for (const seconds of [0.0005, 0.001, 0.005, 0.5, Number.NaN]) counts.decided(rule, allowedOnApi, seconds)
     expect([...counts.durations.counts]).toEqual([2, 1, 1])
     expect(counts.durations.count).toBe(4)
     expect(counts.durations.sum).toBeCloseTo(0.5065, 10)
