@@ -6,7 +6,15 @@ import type {
   RulesOptions,
   WarningHandler,
 } from '@tollgate/core'
-import { checkOptionsObject, describeValue, type OptionKeys, optionKeys, TollgateConfigError } from '@tollgate/core'
+import {
+  checkOptionsObject,
+  describeValue,
+  MAX_TIMER_MS,
+  type OptionKeys,
+  optionKeys,
+  TollgateConfigError,
+  wholeOption,
+} from '@tollgate/core'
 
 /** What the view sends Redis: the fleet-stats readers', LiveRules' and a RedisStore's commands (an ioredis `Redis` or `Cluster`). */
 export type AdminClient = FleetStatsReadClient & LiveRulesClient & RedisClientLike
@@ -55,7 +63,8 @@ export interface AdminOptions {
    */
   topIntervalMs?: number
   /**
-   * How often the open pages are sent what the fleet wrote (one read of Redis for all of them).
+   * How often the open pages are sent what the fleet wrote (one read of Redis for all of them):
+   * 10 to 2147483647 ms, what a timer holds.
    * @default 1000
    */
   intervalMs?: number
@@ -181,9 +190,10 @@ export function adminConfigOf(options: AdminOptions, where: 'adminHandler' | 'st
     rules,
     token,
     showIdentifiers,
-    flushIntervalMs: whole(where, 'flushIntervalMs', options.flushIntervalMs ?? 1000, 10),
-    topIntervalMs: whole(where, 'topIntervalMs', options.topIntervalMs ?? 10_000, 10),
-    intervalMs: whole(where, 'intervalMs', options.intervalMs ?? 1000, 10),
+    flushIntervalMs: wholeOption(where, 'flushIntervalMs', options.flushIntervalMs ?? 1000, 10, MAX_TIMER_MS),
+    topIntervalMs: wholeOption(where, 'topIntervalMs', options.topIntervalMs ?? 10_000, 10),
+    // The view's own timer: past MAX_TIMER_MS, Node would tick every millisecond.
+    intervalMs: wholeOption(where, 'intervalMs', options.intervalMs ?? 1000, 10, MAX_TIMER_MS),
     basePath,
     now,
     onWarning: options.onWarning,
@@ -203,11 +213,4 @@ export function serverAddressOf(options: AdminServerOptions): { port: number; ho
     )
   }
   return { port, host }
-}
-
-function whole(where: string, name: string, value: unknown, least: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) {
-    throw new TollgateConfigError(`${where} option ${name} must be an integer ≥ ${least}, got ${describeValue(value)}`)
-  }
-  return value
 }

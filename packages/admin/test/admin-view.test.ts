@@ -344,6 +344,9 @@ describe('options', () => {
       ],
       [{ client, showIdentifiers: 'yes' }, /option showIdentifiers must be a boolean, got "yes"/],
       [{ client, intervalMs: 0 }, /option intervalMs must be an integer ≥ 10, got 0/],
+      // Past a timer's 32-bit delay Node would tick every millisecond.
+      [{ client, intervalMs: 2 ** 31 }, /option intervalMs must be at most 2147483647, got 2147483648/],
+      [{ client, flushIntervalMs: 2 ** 31 }, /option flushIntervalMs must be at most 2147483647, got 2147483648/],
       [{ client, basePath: '/tollgate/' }, /option basePath must be '' or a path .*, got "\/tollgate\/"/],
       [{ client, showIdentifier: true }, /unknown option 'showIdentifier'; known options are/],
       [{ client, port: 80 }, /unknown option 'port'/],

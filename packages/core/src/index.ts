@@ -48,7 +48,7 @@ export type { DecisionOutcome } from './metrics/outcomes.js'
 export { DECISION_OUTCOMES, decisionOutcome } from './metrics/outcomes.js'
 export { OTHER_RULES } from './metrics/rule-labels.js'
 export type { OptionKeys, OptionsObjectCheck } from './option-objects.js'
-export { checkOptionsObject, optionKeys } from './option-objects.js'
+export { checkOptionsObject, optionKeys, wholeOption } from './option-objects.js'
 export type { AlgorithmName, Rule, RuleOptions, RulesOptions, WarningHandler, Window, WindowOptions } from './rules.js'
 export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules.js'
 export type { RedisScript } from './scripts/redis-scripts.js'
@@ -88,3 +88,4 @@ export type {
   RuleSecondCounts,
 } from './telemetry/fleet-stats-reader.js'
 export { readFleetProcesses, readFleetSeconds, readTopRefused } from './telemetry/fleet-stats-reader.js'
+export { MAX_TIMER_MS } from './timer-delay.js'

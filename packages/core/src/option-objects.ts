@@ -55,6 +55,27 @@ export function rejectUnknownKeys(
   }
 }
 
+/**
+ * `value` if it is a whole number from `least` to `most`, or a configuration error that names
+ * `where`'s option `name` and the value. A delay handed to a timer takes `MAX_TIMER_MS` as `most`.
+ * @example wholeOption('shareFleetStats', 'topSize', raw.topSize ?? 200, 1)
+ */
+export function wholeOption(
+  where: string,
+  name: string,
+  value: unknown,
+  least: number,
+  most = Number.MAX_SAFE_INTEGER,
+): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) {
+    throw new TollgateConfigError(`${where} option ${name} must be an integer ≥ ${least}, got ${describeValue(value)}`)
+  }
+  if (value > most) {
+    throw new TollgateConfigError(`${where} option ${name} must be at most ${most}, got ${describeValue(value)}`)
+  }
+  return value
+}
+
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
   const proto = Object.getPrototypeOf(value)

@@ -7,7 +7,7 @@ import type { Limiter } from '../limiter.js'
 import type { DecisionObserver } from '../metrics/decision-observer.js'
 import { DECISION_OUTCOMES, outcomeOf } from '../metrics/outcomes.js'
 import { RuleLabels, windowLabel } from '../metrics/rule-labels.js'
-import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import { checkOptionsObject, optionKeys, wholeOption } from '../option-objects.js'
 import { processWarning } from '../process-warning.js'
 import type { Rule, WarningHandler } from '../rules.js'
 import { MAX_TIMER_MS } from '../timer-delay.js'
@@ -295,19 +295,8 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
     )
   }
   const prefix = validatePrefix(raw.prefix ?? 'tg:', 'shareFleetStats')
-  const whole = (name: string, value: unknown, least: number, most = Number.MAX_SAFE_INTEGER): number => {
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) {
-      throw new TollgateConfigError(
-        `shareFleetStats option ${name} must be an integer ≥ ${least}, got ${describeValue(value)}`,
-      )
-    }
-    if (value > most) {
-      throw new TollgateConfigError(
-        `shareFleetStats option ${name} must be at most ${most}, got ${describeValue(value)}`,
-      )
-    }
-    return value
-  }
+  const whole = (name: string, value: unknown, least: number, most?: number) =>
+    wholeOption('shareFleetStats', name, value, least, most)
   const onWarning = raw.onWarning ?? processWarning
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(
