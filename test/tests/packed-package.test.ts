@@ -21,6 +21,7 @@ const PUBLIC_EXPORTS = [
   'LiveRules',
   'MAX_CHAIN_LENGTH',
   'MAX_IDENTIFIERS',
+  'MAX_TIMER_MS',
   'MAX_WINDOWS_PER_RULE',
   'MemoryStore',
   'OTHER_RULES',
@@ -54,6 +55,7 @@ const PUBLIC_EXPORTS = [
   'shareFleetStats',
   'storeUnavailableProblem',
   'userIdentifier',
+  'wholeOption',
 ]
 
 // Plain JavaScript shared by app.cjs and app.mjs, so both module systems run the same calls.
