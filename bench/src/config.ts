@@ -11,8 +11,11 @@ export interface BenchConfig {
   commands: { warmupDecisions: number; decisions: number }
   /** Decisions timed one at a time, per contender and repetition. */
   latency: { warmupDecisions: number; decisions: number; repetitions: number }
-  /** Pairs of turns of `perTurn` decisions, the metrics' observer detached in one and attached in the other. */
-  metrics: { warmupPairs: number; pairs: number; perTurn: number }
+  /**
+   * Per worker process, rounds of three turns of `perTurn` decisions: no observer, one that does
+   * nothing, the metrics'; `processes` workers per variant and rule count.
+   */
+  metrics: { processes: number; warmupRounds: number; rounds: number; perTurn: number }
   /** Decisions per round of the allocation measure, its rounds, and the decisions before them. */
   allocation: { perRound: number; rounds: number; warmupDecisions: number }
   http: {
@@ -48,8 +51,9 @@ export function configOf(quick: boolean): BenchConfig {
     },
     commands: { warmupDecisions: 200, decisions: quick ? 500 : 2_000 },
     latency: { warmupDecisions: 20_000, decisions: quick ? 20_000 : 100_000, repetitions: quick ? 1 : 3 },
-    // A difference of a few ns in several hundred: many short turns, each seeing the same machine as the next.
-    metrics: { warmupPairs: quick ? 50 : 200, pairs: quick ? 400 : 2_000, perTurn: 5_000 },
+    // A difference of a few ns in several hundred: many short turns, each seeing the same machine
+    // as the next, in several processes, each of which compiles the limiter its own way.
+    metrics: { processes: quick ? 3 : 9, warmupRounds: quick ? 100 : 150, rounds: quick ? 150 : 300, perTurn: 2_000 },
     // Allocation does not vary from run to run: a quick run measures it as a full one does.
     allocation: { perRound: 10_000, rounds: 5, warmupDecisions: 50_000 },
     // Express takes about two seconds of load to reach its pace.

@@ -9,27 +9,33 @@ import type { Decider } from './contenders/contender.js'
  * - `prometheus`: `prometheusMetrics(limiter, { registry })`, defaults otherwise (one decision
  *   in 100 timed);
  * - `opentelemetry`: `openTelemetryMetrics(limiter)` on the global no-op MeterProvider, span
- *   attributes on and no active span: the observer's own cost, not an SDK's;
- * - `empty`: an observer that does nothing: what the measure reads for the limiter's call to
- *   any observer, its own bias included, the floor the other rows stand on.
+ *   attributes on and no active span: the observer's own cost, not an SDK's.
  */
-export const METRICS_VARIANTS = ['prometheus', 'opentelemetry', 'empty'] as const
+export const METRICS_VARIANTS = ['prometheus', 'opentelemetry'] as const
 export type MetricsVariant = (typeof METRICS_VARIANTS)[number]
+
+/**
+ * What a turn of decisions runs with: no observer, an observer that does nothing (what the
+ * limiter's call to any observer costs), or the observer the variant's metrics attached.
+ */
+export const OBSERVED_STATES = ['detached', 'empty', 'metrics'] as const
+export type ObservedState = (typeof OBSERVED_STATES)[number]
 
 export interface MetricsDecider extends Decider {
   /** The observer the variant attached, and the limiter's rules decisions take in turn. */
   readonly observer: DecisionObserver
   readonly rules: readonly Rule[]
   readonly limiter: Limiter
-  /** Attaches again the observer the variant's metrics attached when they were made. */
-  attach(): void
-  /** Detaches it: the limiter decides as with nothing attached. */
-  detach(): void
+  /** Attaches the state's observer, the other detached. */
+  use(state: ObservedState): void
 }
+
+/** An observer that does nothing. */
+export const EMPTY_OBSERVER: DecisionObserver = { timeEvery: 0, decided() {}, storeFailed() {} }
 
 /**
  * An in-process limiter (fixed window, 1 window) of `rules` rules that decisions take in turn,
- * with the variant's metrics, whose observer turns detach and attach again.
+ * with the variant's metrics, whose observer turns detach, or swap for one that does nothing.
  */
 export function metricsDecider(variant: MetricsVariant, rules: number): MetricsDecider {
   if (!METRICS_VARIANTS.includes(variant)) throw new Error(`unknown metrics variant ${variant}`)
@@ -58,11 +64,7 @@ export function metricsDecider(variant: MetricsVariant, rules: number): MetricsD
     }
   }
   const metrics =
-    variant === 'prometheus'
-      ? prometheusMetrics(limiter, { registry: new Registry() })
-      : variant === 'opentelemetry'
-        ? openTelemetryMetrics(limiter)
-        : emptyMetrics(limiter)
+    variant === 'prometheus' ? prometheusMetrics(limiter, { registry: new Registry() }) : openTelemetryMetrics(limiter)
   if (observer === undefined) throw new Error(`${variant} attached no observer`)
   const attached = observer
   let turn = 0
@@ -75,21 +77,13 @@ export function metricsDecider(variant: MetricsVariant, rules: number): MetricsD
       if (decision.error) throw decision.error
       return decision.allowed
     },
-    attach() {
-      detach ??= observe(attached)
-    },
-    detach() {
+    use(state) {
       detach?.()
-      detach = undefined
+      detach = state === 'detached' ? undefined : observe(state === 'empty' ? EMPTY_OBSERVER : attached)
     },
     async teardown() {
       metrics.close()
       await limiter.close()
     },
   }
-}
-
-function emptyMetrics(limiter: Limiter): { close(): void } {
-  const close = limiter.observe({ timeEvery: 0, decided() {}, storeFailed() {} })
-  return { close }
 }

@@ -4,9 +4,9 @@ import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
 import { YOUNG_GENERATION_MB } from '../measures/allocation.js'
 import type { DecisionScenario } from '../measures/decisions.js'
-import { costsOf, ISOLATED, METRICS_IN_FLIGHT } from '../measures/metrics-cost.js'
+import { ISOLATED, METRICS_IN_FLIGHT, medianOf } from '../measures/metrics-cost.js'
 import type { BenchResults } from '../results.js'
-import { median, quantile } from '../stats.js'
+import { max, median, min, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
 import { decimal, integer, ratio, spread, table } from './format.js'
 import { contenderOf, fastestIncumbent, sameScenario } from './lookup.js'
@@ -147,36 +147,40 @@ function metricsSection(results: BenchResults): string {
   if (results.metrics.length === 0) return ''
   const c = results.config.metrics
   const rows = results.metrics.map((cell) => {
-    const costs = costsOf(cell)
-    const sorted = [...costs].sort((x, y) => x - y)
-    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number
+    const own = cell.processes.map((process) => process.ownNs)
     return [
       `${cell.rules} rule${cell.rules === 1 ? '' : 's'}`,
       `\`${cell.variant}\``,
-      integer(median(cell.withoutNs)),
-      integer(median(cell.withNs)),
-      `${decimal(median(costs), 1)}`,
-      `${decimal(at(0.25), 0)} to ${decimal(at(0.75), 0)}`,
-      `**${decimal(cell.isolatedNs, 1)}**`,
+      integer(medianOf(cell, 'detachedNs')),
+      integer(medianOf(cell, 'emptyNs')),
+      integer(medianOf(cell, 'metricsNs')),
+      decimal(medianOf(cell, 'callNs'), 1),
+      `**${decimal(medianOf(cell, 'ownNs'), 1)}**`,
+      `${decimal(min(own), 1)} to ${decimal(max(own), 1)}`,
+      decimal(medianOf(cell, 'attachNs'), 1),
+      decimal(medianOf(cell, 'isolatedNs'), 1),
       cell.errors > 0 ? integer(cell.errors) : '0',
     ]
   })
   return [
     '## 8. What metrics cost a decision',
-    `Per row, one in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) in a process of its own, with \`prometheusMetrics\` (one decision in 100 timed) or \`openTelemetryMetrics\` (on the global no-op MeterProvider, span attributes on, no active span) or an observer that does nothing (\`empty\`), decides in turns of ${integer(c.perTurn)} decisions, the observer the metrics attached detached in one turn and attached again in the next: ${integer(c.pairs)} pairs after ${integer(c.warmupPairs)} to warm up, which goes first alternating. With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. The cost in turns is the median over the pairs of the difference in wall ns per decision; the middle half of those differences spans the next column, the noise a turn of a few ms sees. That median carries a bias of its own, of the order of the budget, which the \`empty\` row reads: an observer that does nothing. The target reads the cost in turns less the \`empty\` row's with as many rules; beside it, the column before the errors times the observer alone: ${integer(ISOLATED.decisions)} real decisions of the limiter, made with it detached, handed to it ${integer(ISOLATED.passes)} times over in a loop (one in \`timeEvery\` with the two clock reads a timed decision costs), less the same loop handing them to a function that does nothing; the lowest of ${ISOLATED.rounds} rounds.`,
+    `Per row, one in-process limiter (MemoryStore, fixed window, 1 window × 1 identifier over 10,000 identifiers, ${METRICS_IN_FLIGHT} in flight) with \`prometheusMetrics\` (one decision in 100 timed) or \`openTelemetryMetrics\` (on the global no-op MeterProvider, span attributes on, no active span), in each of ${c.processes} processes of its own (run in rounds of every row), decides in turns of ${integer(c.perTurn)} decisions: with no observer, with an observer that does nothing, and with the metrics' observer, in rounds of one turn each whose first rotates, ${integer(c.rounds)} rounds after ${integer(c.warmupRounds)} to warm up. Each turn starts with a minor collection, so that no turn pays for the garbage of the one before. With 8 rules, decisions take the rules in turn, so that each finds its rule's counts anew. A figure of a process is the median over its rounds (of a turn's wall ns per decision, or of the difference between two of a round's turns); a row's is the median of its processes'. Differences are only taken within a process: processes compile the same code their own ways, several ns apart. The metrics' own cost is their turn less the empty observer's (the target; the lowest and highest process beside it); the empty observer's turn less the one with none is the limiter's call to any observer, and the metrics' turn less the one with none is what attaching them costs in all. The column before the errors times the observer alone: ${integer(ISOLATED.decisions)} real decisions of the limiter handed to it ${integer(ISOLATED.passes)} times over in a loop (one in \`timeEvery\` with the two clock reads a timed decision costs), less the same loop handing them to an observer that does nothing; the lowest of ${ISOLATED.rounds} rounds, the median over the processes.`,
     table(
       [
         'rules',
         'metrics',
-        'ns per decision, detached',
-        'attached',
-        'cost in turns, ns per decision',
-        'middle half of the pairs',
-        'observer alone, ns per decision',
+        'ns per decision, no observer',
+        'empty observer',
+        'metrics',
+        'call to an observer, ns',
+        "metrics' own cost, ns per decision",
+        "processes' own cost",
+        'attaching, ns',
+        'observer alone, ns',
         'errors',
       ],
       rows,
-      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     ),
   ].join('\n\n')
 }

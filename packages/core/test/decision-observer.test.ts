@@ -1,3 +1,5 @@
+import v8 from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Decision } from '../src/decision.js'
 import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
@@ -263,6 +265,56 @@ describe('DecisionCounts', () => {
     expect(seen.get('rule20')).toEqual([3, 1])
     expect(seen.get('rule39')).toEqual([(39 % 5) + 1 + 3, 1])
     expect(seen.has('rule19')).toBe(false)
+  })
+
+  it('counts each allowed decision once, however often and whenever the counts are read', async () => {
+    limiter = createLimiter({ rules: { api: { windows: [{ limit: 100, period: '1m' }] } } })
+    const counts = new DecisionCounts({ timeEvery: 0 })
+    limiter.observe(counts)
+    const allowed = () => [...counts.rules()].map((rule) => [rule.decisions[0], rule.units[0]])
+    for (let i = 0; i < 3; i++) await limiter.consume('api', 'ip:a', { cost: 2 })
+    expect(allowed()).toEqual([[3, 6]])
+    await limiter.consume('api', 'ip:a')
+    expect(allowed()).toEqual([[4, 7]])
+    expect(allowed()).toEqual([[4, 7]])
+  })
+
+  // Each publish of live rules makes new rule objects: the counts of those replaced must stay
+  // counted, and what counted them must go with them.
+  it('keeps what replaced rules counted, and holds nothing for them once they are gone', async () => {
+    v8.setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    // A WeakRef made in this task holds its rule until the task ends: collect after it.
+    const heapUsed = async () => {
+      await new Promise((resolve) => setImmediate(resolve))
+      gc()
+      gc()
+      return process.memoryUsage().heapUsed
+    }
+    const counts = new DecisionCounts({ timeEvery: 0 })
+    const ruleOfLoad = (): Rule => {
+      const rule = { name: 'api', stateName: 'api', windows: [{ limit: 2, periodMs: 60_000 }], chain: [] as Rule[] }
+      rule.chain.push(rule as unknown as Rule)
+      return rule as unknown as Rule
+    }
+    const loads = async (n: number) => {
+      for (let i = 1; i <= n; i++) {
+        counts.decided(ruleOfLoad(), allowedOnApi, Number.NaN)
+        if (i % 1_000 === 0) {
+          await new Promise((resolve) => setImmediate(resolve))
+          counts.rules()
+        }
+      }
+    }
+    await loads(2_000)
+    const before = await heapUsed()
+    await loads(20_000)
+    await heapUsed()
+    counts.rules()
+    const grown = (await heapUsed()) - before
+    expect([...counts.rules()].map((rule) => rule.decisions[0])).toEqual([22_000])
+    // A slot held for each of 20,000 rules comes to over 4 MB.
+    expect(grown).toBeLessThan(2 ** 20)
   })
 
   it('counts timed decisions in buckets, each time in the first bucket it fits', () => {

@@ -65,12 +65,18 @@ export class Observers {
   end(rule: Rule, decision: Decision, operation: StoreOperation, mark: number, startedAt?: number): void {
     const observer = this.current
     if (observer === undefined || operation !== 'consume') return
-    const seconds = mark === TIMED ? (performance.now() - (startedAt ?? this.timedAt)) / 1000 : Number.NaN
     if (this.timeEvery > 0 && --this.untilTimed <= 0) {
       this.untilTimed = this.timeEvery
       this.state = TIMED
     }
-    observer.decided(rule, decision, seconds)
+    // Two calls, not one with a time or NaN: where an observer is compiled into the untimed
+    // call, its time is a constant, and what it does with a time is left out.
+    if (mark === TIMED) this.endTimed(observer, rule, decision, startedAt ?? this.timedAt)
+    else observer.decided(rule, decision, Number.NaN)
+  }
+
+  private endTimed(observer: DecisionObserver, rule: Rule, decision: Decision, startedAt: number): void {
+    observer.decided(rule, decision, (performance.now() - startedAt) / 1000)
   }
 
   storeFailed(kind: StoreErrorKind): void {
