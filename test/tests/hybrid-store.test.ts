@@ -112,6 +112,27 @@ describe('HybridStore', () => {
       expect((await redis.consume('r', 'ip:2')).allowed).toBe(false)
     })
   })
+
+  // A sync adds a bucket's units from their segment's first time, which refills it as the
+  // process's charges did only while it never filled up meanwhile: charges on either side of a
+  // full bucket must go in segments of their own.
+  describe.each(['token-bucket', 'gcra'] as const)('%s', (algorithm) => {
+    it('one process, a bucket that filled up between two charges: Redis ends where the process is', async () => {
+      const clock = new ManualClock(T0)
+      const prefix = `t${prefixes++}:`
+      const store = hybrid(clock, prefix)
+      // 5 tokens, one back every 200 ms.
+      const rules = { b: { algorithm, windows: [{ limit: 5, period: '1s' }] } } satisfies RulesOptions
+      const limiter = limiterOn(store, rules)
+      const redis = limiterOn(new RedisStore({ client, clock: clock.now, prefix }), rules)
+      expect((await limiter.consume('b', 'ip:1', { cost: 2 })).allowed).toBe(true)
+      clock.advance(2_000)
+      expect((await limiter.consume('b', 'ip:1', { cost: 2 })).allowed).toBe(true)
+      expect((await limiter.peek('b', 'ip:1')).windows[0]?.remaining).toBe(3)
+      await store.syncNow()
+      expect((await redis.peek('b', 'ip:1')).windows[0]?.remaining).toBe(3)
+    })
+  })
 })
 
 // Synced after every decision, one HybridStore decides as every store must: its local decisions
