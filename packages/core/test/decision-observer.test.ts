@@ -1,5 +1,3 @@
-import v8 from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Decision } from '../src/decision.js'
 import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
@@ -10,6 +8,7 @@ import { DECISION_OUTCOMES, decisionOutcome } from '../src/metrics/outcomes.js'
 import type { Rule, WindowOptions } from '../src/rules.js'
 import { MemoryStore } from '../src/stores/memory-store.js'
 import type { Store, StoreRequest } from '../src/stores/store.js'
+import { collectedHeapUsed } from './heap-fixtures.js'
 
 /** Keeps every call it gets. */
 class Recorder implements DecisionObserver {
@@ -282,15 +281,6 @@ describe('DecisionCounts', () => {
   // Each publish of live rules makes new rule objects: the counts of those replaced must stay
   // counted, and what counted them must go with them.
   it('keeps what replaced rules counted, and holds nothing for them once they are gone', async () => {
-    v8.setFlagsFromString('--expose-gc')
-    const gc = runInNewContext('gc') as () => void
-    // A WeakRef made in this task holds its rule until the task ends: collect after it.
-    const heapUsed = async () => {
-      await new Promise((resolve) => setImmediate(resolve))
-      gc()
-      gc()
-      return process.memoryUsage().heapUsed
-    }
     const counts = new DecisionCounts({ timeEvery: 0 })
     const ruleOfLoad = (): Rule => {
       const rule = { name: 'api', stateName: 'api', windows: [{ limit: 2, periodMs: 60_000 }], chain: [] as Rule[] }
@@ -307,11 +297,11 @@ describe('DecisionCounts', () => {
       }
     }
     await loads(2_000)
-    const before = await heapUsed()
+    const before = await collectedHeapUsed()
     await loads(20_000)
-    await heapUsed()
+    await collectedHeapUsed()
     counts.rules()
-    const grown = (await heapUsed()) - before
+    const grown = (await collectedHeapUsed()) - before
     expect([...counts.rules()].map((rule) => rule.decisions[0])).toEqual([22_000])
     // A slot held for each of 20,000 rules comes to over 4 MB.
     expect(grown).toBeLessThan(2 ** 20)

@@ -1,5 +1,3 @@
-import v8 from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { textDigest } from '../src/digest.js'
 import {
@@ -11,6 +9,7 @@ import {
   TollgateConfigError,
 } from '../src/index.js'
 import { SWEEP_SLICE } from '../src/stores/memory-store.js'
+import { collectedHeapUsed } from './heap-fixtures.js'
 
 const START = 1_700_000_000_000
 
@@ -331,13 +330,6 @@ describe('memory after eviction', () => {
   // Regression: the eviction cursor, a live Map iterator parked between evictions, kept every
   // hash table the Map rehashed away since, and with them every state they had held.
   it('keeps the heap flat under churn after a flood made it evict (the eviction cursor held rehashed tables)', async () => {
-    v8.setFlagsFromString('--expose-gc')
-    const gc = runInNewContext('gc') as () => void
-    const heapUsed = () => {
-      gc()
-      gc()
-      return process.memoryUsage().heapUsed
-    }
     const time = manualClock()
     const store = new MemoryStore({ maxKeys: 20_000, clock: time.clock, sweepIntervalMs: 0 })
     const windows = [{ limit: 5, periodMs: 60_000 }]
@@ -358,10 +350,10 @@ describe('memory after eviction', () => {
     }
     minute()
     minute()
-    const before = heapUsed()
+    const before = await collectedHeapUsed()
     for (let m = 0; m < 30; m++) minute()
     // Each minute's states come to about 4 MB: one minute's leak would show.
-    expect(heapUsed() - before).toBeLessThan(3 * 2 ** 20)
+    expect((await collectedHeapUsed()) - before).toBeLessThan(3 * 2 ** 20)
     await store.close()
   })
 })
@@ -370,13 +362,6 @@ describe('memory per state', () => {
   // Regression: a state keyed by an identifier of thousands of characters held all of it, where
   // Redis keys hold its digest.
   it('holds no more for a long identifier than for a short one (long identifiers were kept whole)', async () => {
-    v8.setFlagsFromString('--expose-gc')
-    const gc = runInNewContext('gc') as () => void
-    const heapUsed = () => {
-      gc()
-      gc()
-      return process.memoryUsage().heapUsed
-    }
     const store = new MemoryStore({ clock: manualClock().clock, sweepIntervalMs: 0 })
     const windows = [{ limit: 5, periodMs: 60_000 }]
     const consume = (identifier: string) =>
@@ -385,7 +370,7 @@ describe('memory per state', () => {
         cost: 1,
         targets: [{ rule: 'api', algorithm: 'fixed-window', windows, identifier }],
       })
-    const before = heapUsed()
+    const before = await collectedHeapUsed()
     for (let i = 0; i < 1_000; i++) {
       // A flat string of its own per request, as a server reading it from a header makes one.
       const identifier = Buffer.alloc(16_000, 'x')
@@ -394,7 +379,7 @@ describe('memory per state', () => {
     }
     expect(store.size).toBe(1_000)
     // Kept whole, the identifiers alone come to 16 MB.
-    expect(heapUsed() - before).toBeLessThan(2 * 2 ** 20)
+    expect((await collectedHeapUsed()) - before).toBeLessThan(2 * 2 ** 20)
     await store.close()
   })
 })
