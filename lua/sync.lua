@@ -10,7 +10,9 @@
 --          [2] 'instance ttl_ms': this process is alive (a sorted set of instances, members
 --              older than ttl_ms dropped), or ''
 --          then one entry per key: 'code limit period limit period …|at units at units …',
---          segments in time order, units negative for a refund; no segment: only read
+--          segments in time order, units negative for a refund; no segment: only read. A bucket's
+--          entry may instead hold its units folded, '~first last units floor shift …'
+--          (lib/bucket.lua)
 -- Reply    server time in ms, the number of live instances (-1 without a heartbeat), then per
 --          entry: value before, value after ('' for no key), units pushed above a limit
 
@@ -39,14 +41,20 @@ local s, segments = {}, {}
 for arg = 3, #ARGV do
   local text, pushed = string.match(ARGV[arg], '^([^|]*)|(.*)$')
   local rule = rule_of(text)
+  local folded = string.byte(pushed, 1) == 126
+  if folded then
+    pushed = string.sub(pushed, 2)
+  end
   read_segments(pushed, segments)
   local name = KEYS[key]
   local before, after, over = redis.pcall('GET', name), nil, 0
   if type(before) == 'table' then
     -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
     before, after = '!' .. tostring(before.err), ''
+  elseif folded and rule.code ~= 'tb' then
+    before, after = '!units folded for the rule ' .. text .. ', which is not a bucket', ''
   else
-    over, after = add_to_key(rule, name, before, now, segments, s)
+    over, after = add_to_key(rule, name, before, now, segments, s, folded)
   end
   before = before or ''
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = before, after, over

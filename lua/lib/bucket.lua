@@ -171,8 +171,36 @@ local function bucket_module()
   -- fleet admitted past it stay owed, so that every process refills them before admitting again,
   -- instead of each spending the whole refill on its own. State a faster clock stamped is moved
   -- back to now first, as a decision moves it. Returns the whole units pushed above a limit, and
-  -- the value the key holds after ('' for none).
-  function module.sync(key, raw, windows, now, segments, s)
+  -- the value the key holds after ('' for none). With `folded`, `segments` holds the units folded
+  -- into `first last units floor shift floor shift …` (hybrid-bucket-fold.ts): per window the
+  -- deficit refilled to `first` becomes max(floor, deficit + shift), which is what the segments
+  -- one by one would make of it. When the bucket was measured after `first` (by another process
+  -- or a RedisStore), the refill the fold counted before that measurement, which the deficit
+  -- holds already, is taken back, so the units never count for less than the segments would.
+  local function add_folded(windows, now, folded, s)
+    local first, last, units = min(folded[1], now), min(folded[2], now), folded[3]
+    local over = 0
+    for k = 1, #windows do
+      local w, i = windows[k], 2 * k - 1
+      local per_token, per_ms = scale(w)
+      local measured_at, deficit = s[i], s[i + 1]
+      if measured_at == nil then
+        measured_at, deficit = first, 0
+      elseif measured_at < first then
+        deficit, measured_at = max(0, deficit - (first - measured_at) * per_ms), first
+      end
+      local taken = (folded[2] - folded[1] - max(0, last - measured_at)) * per_ms
+      deficit = max(folded[2 + 2 * k] + taken, deficit + folded[3 + 2 * k] + taken)
+      s[i], s[i + 1] = max(measured_at, last), deficit
+      local above = pushed_above(units, floor(deficit / per_token), w.limit)
+      if above > over then
+        over = above
+      end
+    end
+    return over
+  end
+
+  function module.sync(key, raw, windows, now, segments, s, folded)
     parse_counter(raw, windows, s, 0, 2, legacy)
     local moved = false
     for k = 1, #windows do
@@ -185,19 +213,24 @@ local function bucket_module()
     if #segments == 0 and not moved then
       return 0, raw or ''
     end
-    local over = add_segments(windows, now, segments, function(k, at, units)
-      local w, i = windows[k], 2 * k - 1
-      local per_token, per_ms = scale(w)
-      local measured_at, deficit = s[i], s[i + 1]
-      if measured_at == nil then
-        measured_at, deficit = at, 0
-      elseif measured_at < at then
-        deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
-      end
-      deficit = max(0, deficit + units * per_token)
-      s[i], s[i + 1] = measured_at, deficit
-      return pushed_above(units, floor(deficit / per_token), w.limit)
-    end)
+    local over
+    if folded then
+      over = add_folded(windows, now, segments, s)
+    else
+      over = add_segments(windows, now, segments, function(k, at, units)
+        local w, i = windows[k], 2 * k - 1
+        local per_token, per_ms = scale(w)
+        local measured_at, deficit = s[i], s[i + 1]
+        if measured_at == nil then
+          measured_at, deficit = at, 0
+        elseif measured_at < at then
+          deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
+        end
+        deficit = max(0, deficit + units * per_token)
+        s[i], s[i + 1] = measured_at, deficit
+        return pushed_above(units, floor(deficit / per_token), w.limit)
+      end)
+    end
     local latest = 0
     for k = 1, #windows do
       local i = 2 * k - 1

@@ -36,10 +36,11 @@ local function read_segments(text, segments)
 end
 
 -- The segments added to the key `name`, whose value is `raw`, by its rule's module; a fixed
--- window's side key is its key with ':prev' appended. Returns the module's sync answer.
-local function add_to_key(rule, name, raw, now, segments, s)
+-- window's side key is its key with ':prev' appended; `folded`: a bucket's units come folded
+-- (lib/bucket.lua). Returns the module's sync answer.
+local function add_to_key(rule, name, raw, now, segments, s, folded)
   if rule.code == 'fw' then
     return rule.module.sync(name, raw, name .. ':prev', rule.windows, now, segments, s)
   end
-  return rule.module.sync(name, raw, rule.windows, now, segments, s)
+  return rule.module.sync(name, raw, rule.windows, now, segments, s, folded)
 end

@@ -113,9 +113,8 @@ describe('HybridStore', () => {
     })
   })
 
-  // A sync adds a bucket's units from their segment's first time, which refills it as the
-  // process's charges did only while it never filled up meanwhile: charges on either side of a
-  // full bucket must go in segments of their own.
+  // A bucket's units reach Redis folded (stores/hybrid-bucket-fold.ts): the sync must refill it
+  // between charges as the process did, and no further than full, even when it filled up between them.
   describe.each(['token-bucket', 'gcra'] as const)('%s', (algorithm) => {
     it('one process, a bucket that filled up between two charges: Redis ends where the process is', async () => {
       const clock = new ManualClock(T0)
@@ -230,6 +229,52 @@ describe('HybridStore bounds', () => {
     }
     await limiter.close()
   })
+
+  it.each(['token-bucket', 'gcra'] as const)(
+    '%s: a key charged every millisecond below its limit sends the same few bytes per sync for 10 charges or 1,000, and Redis ends where the process is',
+    async (algorithm) => {
+      const clock = new ManualClock(T0)
+      const prefix = `folded-${algorithm}:`
+      const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix })
+      // The second window refills faster than it is charged: full again before most charges. The
+      // first keeps the key in Redis, whose TTLs run on its own clock, until the peeks.
+      const rules = {
+        r: {
+          algorithm,
+          windows: [
+            { limit: 100_000, period: '1h' },
+            { limit: 3_000, period: '1s' },
+          ],
+        },
+      } satisfies RulesOptions
+      const limiter = createLimiter({ store, rules })
+      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules })
+      const bytesIn = async () => Number(/total_net_input_bytes:(\d+)/.exec(await client.info('stats'))?.[1])
+      // Scripts loaded first: a script's first call may send its whole text.
+      await store.syncNow()
+      await redis.peek('r', 'user:hot')
+      const sent: number[] = []
+      for (const charges of [10, 1_000]) {
+        for (let i = 0; i < charges; i++) {
+          expect((await limiter.consume('r', 'user:hot', { cost: 1 + (i % 3) })).allowed).toBe(true)
+          clock.advance(1)
+        }
+        const before = await bytesIn()
+        const report = await store.syncNow()
+        expect(report.error).toBeUndefined()
+        // The INFO call that reads the count is itself counted: the same for both.
+        sent.push((await bytesIn()) - before)
+        const local = await limiter.peek('r', 'user:hot')
+        const shared = await redis.peek('r', 'user:hot')
+        expect(shared.windows.map((w) => [w.remaining, w.resetAtMs])).toEqual(
+          local.windows.map((w) => [w.remaining, w.resetAtMs]),
+        )
+      }
+      // As segments, the 1,000 charges sent 15.8 kB more than the 10.
+      expect(Math.abs((sent[1] as number) - (sent[0] as number))).toBeLessThan(32)
+      await Promise.all([limiter.close(), redis.close()])
+    },
+  )
 
   it('holds at most maxTrackedKeys, dropping keys with nothing to push first', async () => {
     const clock = new ManualClock(T0)

@@ -71,4 +71,24 @@ describe('Redis scripts, the inputs they share', () => {
     // 10 less the 2 decided and the 3 synced.
     expect(peeked[1]).toBe(5)
   })
+
+  it("sync: units folded for a rule that is not a bucket fail their entry alone, and write nothing", async () => {
+    const now = 1_700_000_000_000
+    const reply = (await client.eval(
+      syncScript.lua,
+      2,
+      'inputs:{folded}:fw',
+      'inputs:{folded}:tb',
+      String(now),
+      '',
+      `fw 10 60000|~${now} ${now} 3 3 3`,
+      `tb 10 60000|~${now} ${now} 3 18000 18000`,
+    )) as unknown[]
+    expect(reply.slice(2, 5)).toEqual(['!units folded for the rule fw 10 60000, which is not a bucket', '', 0])
+    // 3 tokens of a bucket whose token is 6,000 units: 18,000.
+    expect(reply[6]).not.toBe('')
+    expect(await client.exists('inputs:{folded}:fw')).toBe(0)
+    const peeked = (await client.eval(decideScript.lua, 1, 'inputs:{folded}:tb', `peek 1 ${now} tb 10 60000`)) as number[]
+    expect(peeked[1]).toBe(7)
+  })
 })

@@ -3,6 +3,7 @@ import { algorithms } from '../algorithms/index.js'
 import type { KeyBuilder } from '../keys.js'
 import type { Window } from '../rules.js'
 import type { StateTable } from './evaluate-locally.js'
+import { asSegment, fold, foldAfter, foldedOf, isFolded } from './hybrid-bucket-fold.js'
 import type { CounterAlgorithm } from './redis-state.js'
 
 /** What every key of one rule shares: its name, algorithm and windows. */
@@ -20,7 +21,6 @@ export interface Shape {
 const USED = 1
 const TOUCHED = 2
 const LISTED = 4
-const SPLIT = 8
 const HELD = 16
 /** One segment of units not yet pushed, in `segmentAt` and `segmentUnits`. */
 const ONE_SEGMENT = 32
@@ -30,7 +30,7 @@ const MAX_SHAPES = 0xffff
 
 /**
  * The keys a HybridStore tracks, as columns: a slot per key, its fields in typed arrays, so that a
- * million keys cost a Map entry and the identifier and about 80 bytes beside: 155 bytes a key in
+ * million keys cost a Map entry and the identifier and about 71 bytes beside: 147 bytes a key in
  * all, where a key as an object of its own, with its state as an array, cost 343
  * (`pnpm --filter @tollgate/bench hybrid-memory`). A one-window state lives in `values`; a state of
  * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in columns
@@ -55,12 +55,11 @@ export class KeySlots {
   private values = new Float64Array(0)
   private expiries = new Float64Array(0)
   private synced = new Float64Array(0)
-  private rooms = new Float64Array(0)
   private readonly wide = new Map<number, number[]>()
   /**
    * Units admitted here since the sync under way (or the last one) took the key's, as segments
    * `at, units` (hybrid-segments.ts): most keys have one per sync, kept in these columns; a key
-   * with more has all of them in `segments` instead.
+   * with more has all of them in `segments` instead, a bucket's folded (hybrid-bucket-fold.ts).
    */
   private segmentAt = new Float64Array(0)
   private segmentUnits = new Float64Array(0)
@@ -164,6 +163,11 @@ export class KeySlots {
   /** The key's rule changed its windows (or is another limiter's equal rule): its state stays, found by period. */
   reshape(slot: number, shape: Shape): void {
     const state = this.stateOf(slot, Number.NEGATIVE_INFINITY)
+    // Folded for the old windows' units: pushed as one segment, at their last time.
+    const pending = this.segments.get(slot)
+    if (pending !== undefined && isFolded(pending)) this.segments.set(slot, asSegment(pending))
+    const sending = this.sending.get(slot)
+    if (sending !== undefined && isFolded(sending)) this.sending.set(slot, asSegment(sending))
     this.shapeIds[slot] = shape.id
     if (state !== undefined) this.setState(slot, state, this.expiries[slot] as number)
   }
@@ -198,7 +202,7 @@ export class KeySlots {
     return ((this.flags[slot] as number) & ONE_SEGMENT) !== 0 || this.segments.has(slot)
   }
 
-  /** The key's pending segments, a copy when they are in the columns; undefined for none. */
+  /** The key's pending segments (or a bucket's units folded), a copy when they are in the columns; undefined for none. */
   pendingOf(slot: number): number[] | undefined {
     if (((this.flags[slot] as number) & ONE_SEGMENT) !== 0) {
       return [this.segmentAt[slot] as number, this.segmentUnits[slot] as number]
@@ -206,7 +210,7 @@ export class KeySlots {
     return this.segments.get(slot)
   }
 
-  /** The last pending segment's time; call only when `hasPending`. */
+  /** The last pending segment's time; call only when `hasPending`, and not for a bucket. */
   lastSegmentAt(slot: number): number {
     if (((this.flags[slot] as number) & ONE_SEGMENT) !== 0) return this.segmentAt[slot] as number
     const segments = this.segments.get(slot) as number[]
@@ -227,6 +231,33 @@ export class KeySlots {
     }
     const segments = this.segments.get(slot) as number[]
     segments[segments.length - 1] = (segments[segments.length - 1] as number) + units
+  }
+
+  /**
+   * Folds units admitted on a bucket into its pending ones: in the columns while they are the
+   * first, then folded, so that a key holds a fixed number of values whatever its rate.
+   */
+  foldBucket(slot: number, windows: readonly Window[], at: number, units: number): void {
+    const flags = this.flags[slot] as number
+    if ((flags & ONE_SEGMENT) !== 0) {
+      const folded = foldedOf(windows, [this.segmentAt[slot] as number, this.segmentUnits[slot] as number])
+      fold(folded, windows, at, units)
+      this.flags[slot] = flags & ~ONE_SEGMENT
+      this.segments.set(slot, folded)
+      return
+    }
+    const pending = this.segments.get(slot)
+    if (pending === undefined) {
+      this.appendSegment(slot, at, units)
+      return
+    }
+    if (isFolded(pending)) {
+      fold(pending, windows, at, units)
+      return
+    }
+    const folded = foldedOf(windows, pending)
+    fold(folded, windows, at, units)
+    this.segments.set(slot, folded)
   }
 
   /** Starts a pending segment after the key's others, if any. */
@@ -255,10 +286,18 @@ export class KeySlots {
     return taken
   }
 
-  /** Puts segments back before the key's pending ones (a push Redis did not take). */
+  /** Puts segments (or a bucket's folded units) back before the key's pending ones (a push Redis did not take). */
   putBack(slot: number, segments: readonly number[]): void {
-    const after = this.takePending(slot) ?? []
-    const all = [...segments, ...after]
+    const after = this.takePending(slot)
+    const shape = this.shape(slot)
+    if (shape.bucket) {
+      const folded = foldedOf(shape.windows, segments)
+      if (after !== undefined) foldAfter(folded, shape.windows, after)
+      this.segments.set(slot, folded)
+      this.withPending++
+      return
+    }
+    const all = [...segments, ...(after ?? [])]
     for (let i = 0; i < all.length; i += 2) this.appendSegment(slot, all[i] as number, all[i + 1] as number)
   }
 
@@ -348,24 +387,6 @@ export class KeySlots {
     this.synced[slot] = at
   }
 
-  /** A bucket's room before the decision under way, then what the key's last segment may gather. */
-  room(slot: number): number {
-    return this.rooms[slot] as number
-  }
-
-  setRoom(slot: number, room: number): void {
-    this.rooms[slot] = room
-  }
-
-  split(slot: number): boolean {
-    return ((this.flags[slot] as number) & SPLIT) !== 0
-  }
-
-  setSplit(slot: number, split: boolean): void {
-    const flags = this.flags[slot] as number
-    this.flags[slot] = split ? flags | SPLIT : flags & ~SPLIT
-  }
-
   /**
    * Visits up to `budget` slots from where the last sweep stopped, dropping the keys `droppable`
    * says may go.
@@ -402,7 +423,6 @@ export class KeySlots {
       this.values = grown(this.values, new Float64Array(capacity * INLINE))
       this.expiries = grown(this.expiries, new Float64Array(capacity))
       this.synced = grown(this.synced, new Float64Array(capacity))
-      this.rooms = grown(this.rooms, new Float64Array(capacity))
       this.segmentAt = grown(this.segmentAt, new Float64Array(capacity))
       this.segmentUnits = grown(this.segmentUnits, new Float64Array(capacity))
     }

@@ -8,13 +8,14 @@ import { leaseScript, syncScript } from '../scripts/generated.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { unlinkBySlot } from './cluster-slots.js'
 import { evaluateLocally } from './evaluate-locally.js'
+import { applyFolded, isFolded, pendingUnits } from './hybrid-bucket-fold.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
 import { hybridInstancesKey } from './hybrid-instances.js'
 import { type Lease, LeaseBook } from './hybrid-lease-book.js'
 import { LeaseExchange } from './hybrid-leases.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
 import { OutageTable } from './hybrid-outage.js'
-import { beforeDecision, record, unitsOf, usedOf } from './hybrid-segments.js'
+import { record, usedOf } from './hybrid-segments.js'
 import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
@@ -206,12 +207,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (degraded) this.noticeDegraded(now)
     const { slots } = this
     const tracked: number[] = new Array(targets.length)
-    const rooms: number[] = new Array(targets.length)
-    for (let t = 0; t < targets.length; t++) {
-      const slot = this.track(targets[t] as StoreTarget, now)
-      tracked[t] = slot
-      rooms[t] = beforeDecision(slots, slot, slots.shape(slot), now)
-    }
+    for (let t = 0; t < targets.length; t++) tracked[t] = this.track(targets[t] as StoreTarget, now)
     let result: StoreResult
     if (degraded && operation !== 'refund') {
       result = this.outageResult(
@@ -233,7 +229,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (units !== 0) {
       for (let t = 0; t < tracked.length; t++) {
         const slot = tracked[t] as number
-        record(slots, slot, slots.shape(slot), now, units, rooms[t] as number)
+        record(slots, slot, slots.shape(slot), now, units)
         slots.markUsed(slot)
         if (slots.list(slot)) this.listed.push(slot)
       }
@@ -458,7 +454,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     book?.listed.clear()
     const batch = book ? [] : this.takeListed()
     report.keys = batch.length + leases.length
-    for (const slot of batch) report.pushedUnits += unitsOf(this.slots.sending.get(slot))
+    for (const slot of batch) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
     // Each key's name in Redis, built once per sync: it groups the keys by Cluster slot and goes in the script's KEYS.
     const names = book ? leases.map((lease) => lease.key) : batch.map((slot) => this.slots.key(slot))
     const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${3 * this.config.syncIntervalMs}`]
@@ -604,7 +600,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private applySynced(slot: number, before: string, after: string, syncedAt: number): void {
     const { slots } = this
     const { algorithm, windows, model } = slots.shape(slot)
-    const pushed = unitsOf(slots.sending.get(slot))
+    const pushed = pendingUnits(slots.sending.get(slot))
     slots.sending.delete(slot)
     const pending = slots.pendingOf(slot)
     const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
@@ -621,14 +617,16 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         const fleet = usedOf(model, fleetBefore, first, syncedAt)
         const assumed = slots.others.get(slot)?.assumed ?? 0
         const known =
-          usedOf(model, slots.stateOf(slot, syncedAt), first, syncedAt) - pushed - unitsOf(pending) - assumed
+          usedOf(model, slots.stateOf(slot, syncedAt), first, syncedAt) - pushed - pendingUnits(pending) - assumed
         const perMs = Math.max(0, fleet - known) / (syncedAt - previousSync)
         if (perMs > 0) slots.others.set(slot, { perMs, assumed: 0 })
         else slots.others.delete(slot)
       }
     }
     let state: unknown = baseline
-    if (pending !== undefined) {
+    if (pending !== undefined && isFolded(pending)) {
+      state = applyFolded(baseline as number[] | undefined, windows, pending)
+    } else if (pending !== undefined) {
       for (let i = 0; i < pending.length; i += 2) {
         const at = pending[i] as number
         const units = pending[i + 1] as number

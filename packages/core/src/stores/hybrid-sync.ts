@@ -1,6 +1,7 @@
 import { describeValue, TollgateError } from '../errors.js'
 import type { AlgorithmName, Window } from '../rules.js'
 import { groupBySlot } from './cluster-slots.js'
+import { isFolded } from './hybrid-bucket-fold.js'
 import type { KeySlots } from './hybrid-slots.js'
 import { SCRIPT_ALGORITHM } from './redis-wire.js'
 
@@ -79,7 +80,8 @@ export function chunkArguments(
   for (const slot of chunk) {
     const segments = slots.sending.get(slot)
     const shape = slots.shape(slot)
-    args.push(`${ruleTextOf(shape.algorithm, shape.windows)}|${segments === undefined ? '' : segments.join(' ')}`)
+    const units = segments === undefined ? '' : `${isFolded(segments) ? '~' : ''}${segments.join(' ')}`
+    args.push(`${ruleTextOf(shape.algorithm, shape.windows)}|${units}`)
   }
   return { keyCount: keys.length, keysAndArgs: [...keys, ...args] }
 }
