@@ -72,7 +72,7 @@ describe('Redis scripts, the inputs they share', () => {
     expect(peeked[1]).toBe(5)
   })
 
-  it("sync: units folded for a rule that is not a bucket fail their entry alone, and write nothing", async () => {
+  it('sync: units folded for a rule that is not a bucket fail their entry alone, and write nothing', async () => {
     const now = 1_700_000_000_000
     const reply = (await client.eval(
       syncScript.lua,
@@ -88,7 +88,12 @@ describe('Redis scripts, the inputs they share', () => {
     // 3 tokens of a bucket whose token is 6,000 units: 18,000.
     expect(reply[6]).not.toBe('')
     expect(await client.exists('inputs:{folded}:fw')).toBe(0)
-    const peeked = (await client.eval(decideScript.lua, 1, 'inputs:{folded}:tb', `peek 1 ${now} tb 10 60000`)) as number[]
+    const peeked = (await client.eval(
+      decideScript.lua,
+      1,
+      'inputs:{folded}:tb',
+      `peek 1 ${now} tb 10 60000`,
+    )) as number[]
     expect(peeked[1]).toBe(7)
   })
 })
