@@ -177,18 +177,26 @@ local function bucket_module()
   -- one by one would make of it. When the bucket was measured after `first` (by another process
   -- or a RedisStore), the refill the fold counted before that measurement, which the deficit
   -- holds already, is taken back, so the units never count for less than the segments would.
+  -- Sync's view of a window's measurement and deficit at `at`: none yet is a full bucket measured
+  -- then, one measured earlier refills to `at`, one measured later stays as it is (no cap: what
+  -- the fleet owes past the capacity stays owed).
+  local function as_of(s, i, at, per_ms)
+    local measured_at, deficit = s[i], s[i + 1]
+    if measured_at == nil then
+      return at, 0
+    elseif measured_at < at then
+      return at, max(0, deficit - (at - measured_at) * per_ms)
+    end
+    return measured_at, deficit
+  end
+
   local function add_folded(windows, now, folded, s)
     local first, last, units = min(folded[1], now), min(folded[2], now), folded[3]
     local over = 0
     for k = 1, #windows do
       local w, i = windows[k], 2 * k - 1
       local per_token, per_ms = scale(w)
-      local measured_at, deficit = s[i], s[i + 1]
-      if measured_at == nil then
-        measured_at, deficit = first, 0
-      elseif measured_at < first then
-        deficit, measured_at = max(0, deficit - (first - measured_at) * per_ms), first
-      end
+      local measured_at, deficit = as_of(s, i, first, per_ms)
       local taken = (folded[2] - folded[1] - max(0, last - measured_at)) * per_ms
       deficit = max(folded[2 + 2 * k] + taken, deficit + folded[3 + 2 * k] + taken)
       s[i], s[i + 1] = max(measured_at, last), deficit
@@ -220,12 +228,7 @@ local function bucket_module()
       over = add_segments(windows, now, segments, function(k, at, units)
         local w, i = windows[k], 2 * k - 1
         local per_token, per_ms = scale(w)
-        local measured_at, deficit = s[i], s[i + 1]
-        if measured_at == nil then
-          measured_at, deficit = at, 0
-        elseif measured_at < at then
-          deficit, measured_at = max(0, deficit - (at - measured_at) * per_ms), at
-        end
+        local measured_at, deficit = as_of(s, i, at, per_ms)
         deficit = max(0, deficit + units * per_token)
         s[i], s[i + 1] = measured_at, deficit
         return pushed_above(units, floor(deficit / per_token), w.limit)
