@@ -6,6 +6,7 @@ import {
   RedisStore,
   type RulesOptions,
   type Store,
+  type SyncReport,
   TollgateConfigError,
 } from '@tollgate/core'
 import { Redis } from 'ioredis'
@@ -272,6 +273,56 @@ describe('HybridStore bounds', () => {
       }
       // As segments, the 1,000 charges sent 15.8 kB more than the 10.
       expect(Math.abs((sent[1] as number) - (sent[0] as number))).toBeLessThan(32)
+      await Promise.all([limiter.close(), redis.close()])
+    },
+  )
+
+  it.each(['token-bucket', 'gcra'] as const)(
+    '%s: folded units a failed push gave back land with those admitted since, where the process is',
+    async (algorithm) => {
+      const clock = new ManualClock(T0)
+      const prefix = `put-back-${algorithm}:`
+      const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix })
+      const rules = {
+        r: {
+          algorithm,
+          windows: [
+            { limit: 100_000, period: '1h' },
+            { limit: 3_000, period: '1s' },
+          ],
+        },
+      } satisfies RulesOptions
+      const limiter = createLimiter({ store, rules })
+      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules })
+      const charge = async (times: number) => {
+        for (let i = 0; i < times; i++) {
+          expect((await limiter.consume('r', 'user:back', { cost: 1 + (i % 4) })).allowed).toBe(true)
+          clock.advance(1 + (i % 3) * 7)
+        }
+      }
+      await charge(50)
+      // Redis refuses the whole sync call (OOM): the push fails and its units go back, before
+      // those admitted while it was under way.
+      await client.config('SET', 'maxmemory', '1')
+      let failed: SyncReport
+      try {
+        const syncing = store.syncNow()
+        await charge(30)
+        failed = await syncing
+      } finally {
+        await client.config('SET', 'maxmemory', '0')
+      }
+      expect(failed.error?.message).toMatch(/OOM/)
+      await charge(20)
+      const report = await store.syncNow()
+      expect(report.error).toBeUndefined()
+      // 50 charges of 1, 2, 3, 4, 1, … units, then 30, then 20.
+      expect(report.pushedUnits).toBe(123 + 73 + 50)
+      const local = await limiter.peek('r', 'user:back')
+      const shared = await redis.peek('r', 'user:back')
+      expect(shared.windows.map((w) => [w.remaining, w.resetAtMs])).toEqual(
+        local.windows.map((w) => [w.remaining, w.resetAtMs]),
+      )
       await Promise.all([limiter.close(), redis.close()])
     },
   )
