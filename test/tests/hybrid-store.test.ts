@@ -231,25 +231,46 @@ describe('HybridStore bounds', () => {
     await limiter.close()
   })
 
+  /**
+   * A HybridStore and a RedisStore on one prefix, with a bucket rule whose second window refills
+   * faster than the tests charge it (full again before most charges) and whose first keeps the key
+   * in Redis, whose TTLs run on its own clock, until the peeks.
+   */
+  function bucketPair(algorithm: 'token-bucket' | 'gcra', prefix: string) {
+    const clock = new ManualClock(T0)
+    const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix })
+    const rules = {
+      r: {
+        algorithm,
+        windows: [
+          { limit: 100_000, period: '1h' },
+          { limit: 3_000, period: '1s' },
+        ],
+      },
+    } satisfies RulesOptions
+    const limiter = createLimiter({ store, rules })
+    const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules })
+    return {
+      clock,
+      store,
+      limiter,
+      redis,
+      /** Redis holds what the process holds: each window's remaining and reset, read by a RedisStore. */
+      async expectShared(identifier: string) {
+        const local = await limiter.peek('r', identifier)
+        const shared = await redis.peek('r', identifier)
+        expect(shared.windows.map((w) => [w.remaining, w.resetAtMs])).toEqual(
+          local.windows.map((w) => [w.remaining, w.resetAtMs]),
+        )
+      },
+      close: () => Promise.all([limiter.close(), redis.close()]),
+    }
+  }
+
   it.each(['token-bucket', 'gcra'] as const)(
     '%s: a key charged every millisecond below its limit sends the same few bytes per sync for 10 charges or 1,000, and Redis ends where the process is',
     async (algorithm) => {
-      const clock = new ManualClock(T0)
-      const prefix = `folded-${algorithm}:`
-      const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix })
-      // The second window refills faster than it is charged: full again before most charges. The
-      // first keeps the key in Redis, whose TTLs run on its own clock, until the peeks.
-      const rules = {
-        r: {
-          algorithm,
-          windows: [
-            { limit: 100_000, period: '1h' },
-            { limit: 3_000, period: '1s' },
-          ],
-        },
-      } satisfies RulesOptions
-      const limiter = createLimiter({ store, rules })
-      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules })
+      const { clock, store, limiter, redis, expectShared, close } = bucketPair(algorithm, `folded-${algorithm}:`)
       const bytesIn = async () => Number(/total_net_input_bytes:(\d+)/.exec(await client.info('stats'))?.[1])
       // Scripts loaded first: a script's first call may send its whole text.
       await store.syncNow()
@@ -265,35 +286,18 @@ describe('HybridStore bounds', () => {
         expect(report.error).toBeUndefined()
         // The INFO call that reads the count is itself counted: the same for both.
         sent.push((await bytesIn()) - before)
-        const local = await limiter.peek('r', 'user:hot')
-        const shared = await redis.peek('r', 'user:hot')
-        expect(shared.windows.map((w) => [w.remaining, w.resetAtMs])).toEqual(
-          local.windows.map((w) => [w.remaining, w.resetAtMs]),
-        )
+        await expectShared('user:hot')
       }
       // As segments, the 1,000 charges sent 15.8 kB more than the 10.
       expect(Math.abs((sent[1] as number) - (sent[0] as number))).toBeLessThan(32)
-      await Promise.all([limiter.close(), redis.close()])
+      await close()
     },
   )
 
   it.each(['token-bucket', 'gcra'] as const)(
     '%s: folded units a failed push gave back land with those admitted since, where the process is',
     async (algorithm) => {
-      const clock = new ManualClock(T0)
-      const prefix = `put-back-${algorithm}:`
-      const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix })
-      const rules = {
-        r: {
-          algorithm,
-          windows: [
-            { limit: 100_000, period: '1h' },
-            { limit: 3_000, period: '1s' },
-          ],
-        },
-      } satisfies RulesOptions
-      const limiter = createLimiter({ store, rules })
-      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules })
+      const { clock, store, limiter, expectShared, close } = bucketPair(algorithm, `put-back-${algorithm}:`)
       const charge = async (times: number) => {
         for (let i = 0; i < times; i++) {
           expect((await limiter.consume('r', 'user:back', { cost: 1 + (i % 4) })).allowed).toBe(true)
@@ -318,12 +322,8 @@ describe('HybridStore bounds', () => {
       expect(report.error).toBeUndefined()
       // 50 charges of 1, 2, 3, 4, 1, … units, then 30, then 20.
       expect(report.pushedUnits).toBe(123 + 73 + 50)
-      const local = await limiter.peek('r', 'user:back')
-      const shared = await redis.peek('r', 'user:back')
-      expect(shared.windows.map((w) => [w.remaining, w.resetAtMs])).toEqual(
-        local.windows.map((w) => [w.remaining, w.resetAtMs]),
-      )
-      await Promise.all([limiter.close(), redis.close()])
+      await expectShared('user:back')
+      await close()
     },
   )
 
