@@ -164,19 +164,6 @@ local function bucket_module()
     return n
   end
 
-  -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
-  -- (negative: a refund) admitted at `at`, without a check: they were admitted already. A segment
-  -- older than the bucket's last measurement counts as of that measurement, which refills it no
-  -- more than it should. The deficit may pass the capacity (a decision's read caps it): units the
-  -- fleet admitted past it stay owed, so that every process refills them before admitting again,
-  -- instead of each spending the whole refill on its own. State a faster clock stamped is moved
-  -- back to now first, as a decision moves it. Returns the whole units pushed above a limit, and
-  -- the value the key holds after ('' for none). With `folded`, `segments` holds the units folded
-  -- into `first last units floor shift floor shift …` (hybrid-bucket-fold.ts): per window the
-  -- deficit refilled to `first` becomes max(floor, deficit + shift), which is what the segments
-  -- one by one would make of it. When the bucket was measured after `first` (by another process
-  -- or a RedisStore), the refill the fold counted before that measurement, which the deficit
-  -- holds already, is taken back, so the units never count for less than the segments would.
   -- Sync's view of a window's measurement and deficit at `at`: none yet is a full bucket measured
   -- then, one measured earlier refills to `at`, one measured later stays as it is (no cap: what
   -- the fleet owes past the capacity stays owed).
@@ -190,6 +177,8 @@ local function bucket_module()
     return measured_at, deficit
   end
 
+  -- Folded units (hybrid-bucket-fold.ts) added to every window; returns the whole units pushed
+  -- above a limit after all of them.
   local function add_folded(windows, now, folded, s)
     local first, last, units = min(folded[1], now), min(folded[2], now), folded[3]
     local over = 0
@@ -208,6 +197,19 @@ local function bucket_module()
     return over
   end
 
+  -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
+  -- (negative: a refund) admitted at `at`, without a check: they were admitted already. A segment
+  -- older than the bucket's last measurement counts as of that measurement, which refills it no
+  -- more than it should. The deficit may pass the capacity (a decision's read caps it): units the
+  -- fleet admitted past it stay owed, so that every process refills them before admitting again,
+  -- instead of each spending the whole refill on its own. State a faster clock stamped is moved
+  -- back to now first, as a decision moves it. Returns the whole units pushed above a limit, and
+  -- the value the key holds after ('' for none). With `folded`, `segments` holds the units folded
+  -- into `first last units floor shift floor shift …` (hybrid-bucket-fold.ts): per window the
+  -- deficit refilled to `first` becomes max(floor, deficit + shift), which is what the segments
+  -- one by one would make of it. When the bucket was measured after `first` (by another process
+  -- or a RedisStore), the refill the fold counted before that measurement, which the deficit
+  -- holds already, is taken back, so the units never count for less than the segments would.
   function module.sync(key, raw, windows, now, segments, s, folded)
     parse_counter(raw, windows, s, 0, 2, legacy)
     local moved = false
