@@ -41,7 +41,7 @@ local s, segments = {}, {}
 for arg = 3, #ARGV do
   local text, pushed = string.match(ARGV[arg], '^([^|]*)|(.*)$')
   local rule = rule_of(text)
-  local folded = string.byte(pushed, 1) == 126
+  local folded = string.sub(pushed, 1, 1) == '~'
   if folded then
     pushed = string.sub(pushed, 2)
   end

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { scaleOf } from '../../packages/core/src/algorithms/bucket.js'
+import { bucket, scaleOf } from '../../packages/core/src/algorithms/bucket.js'
 import type { Window } from '../../packages/core/src/rules.js'
 import { syncScript } from '../../packages/core/src/scripts/generated.js'
 import { applyFolded, foldAfter, foldedOf } from '../../packages/core/src/stores/hybrid-bucket-fold.js'
@@ -97,12 +97,9 @@ describe('a bucket’s units folded, against the segments they replace', () => {
     return toModelState('token-bucket', windows, decodeCounterState('token-bucket', windows, value), true)
   }
 
-  /** The window's level at `at` in the model's state (bucket.ts): full with no state, a key Redis let expire. */
+  /** The window's level at `at` in the model's state: full with no state, a key Redis let expire. */
   function levelAt(state: number[] | undefined, window: Window, at: number): number {
-    const { perMs, capacity } = scaleOf(window)
-    const i = state === undefined ? -1 : state.indexOf(window.periodMs)
-    if (state === undefined || i < 0) return capacity
-    return Math.min(capacity, (state[i + 1] as number) + (at - (state[i + 2] as number)) * perMs)
+    return scaleOf(window).capacity - bucket.used(state, window, at)
   }
 
   it(`${CASES} cases measured at or before the units' first time: the same value as the segments, and the process's replay agrees`, async () => {

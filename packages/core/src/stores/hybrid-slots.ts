@@ -238,15 +238,7 @@ export class KeySlots {
    * first, then folded, so that a key holds a fixed number of values whatever its rate.
    */
   foldBucket(slot: number, windows: readonly Window[], at: number, units: number): void {
-    const flags = this.flags[slot] as number
-    if ((flags & ONE_SEGMENT) !== 0) {
-      const folded = foldedOf(windows, [this.segmentAt[slot] as number, this.segmentUnits[slot] as number])
-      fold(folded, windows, at, units)
-      this.flags[slot] = flags & ~ONE_SEGMENT
-      this.segments.set(slot, folded)
-      return
-    }
-    const pending = this.segments.get(slot)
+    const pending = this.pendingOf(slot)
     if (pending === undefined) {
       this.appendSegment(slot, at, units)
       return
@@ -255,8 +247,10 @@ export class KeySlots {
       fold(pending, windows, at, units)
       return
     }
+    // Segments, in the columns or (given back by a failed push) in `segments`: folded from now on.
     const folded = foldedOf(windows, pending)
     fold(folded, windows, at, units)
+    this.flags[slot] = (this.flags[slot] as number) & ~ONE_SEGMENT
     this.segments.set(slot, folded)
   }
 
