@@ -50,6 +50,7 @@
 -- no counterpart there: one process never splits a decision).
 
 --#include lib/numbers.lua
+--#include lib/expire.lua
 --#include lib/shedding.lua
 --#include lib/counter_state.lua
 --#include lib/fixed_window.lua

@@ -28,6 +28,7 @@
 --          with one, it fails the call.
 
 --#include lib/numbers.lua
+--#include lib/expire.lua
 --#include lib/counter_state.lua
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua

@@ -17,6 +17,7 @@
 --          entry: value before, value after ('' for no key), units pushed above a limit
 
 --#include lib/numbers.lua
+--#include lib/expire.lua
 --#include lib/counter_state.lua
 --#include lib/fixed_window.lua
 --#include lib/sliding_window.lua

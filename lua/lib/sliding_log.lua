@@ -273,7 +273,7 @@ local function sliding_log_module()
       total = total + cost
       -- No entry is stamped after now (moved back above), so entries stay in time order.
       call('ZADD', key, now, pack('>I7', total))
-      call('PEXPIRE', key, longest)
+      expire_in(key, longest)
     elseif writes then
       if operation == 'refund' then
         refund(key, now, longest, cost)
@@ -288,13 +288,13 @@ local function sliding_log_module()
         ttl = min(last_time, now) + longest - now
       end
       if ttl > 0 then
-        call('PEXPIRE', key, ttl)
+        expire_in(key, ttl)
       else
         call('DEL', key)
       end
     elseif s[base + 3] then
       s[base + 2] = now
-      call('PEXPIRE', key, longest)
+      expire_in(key, longest)
     end
     if not s[base + 4] then
       measure(key, windows, now, cost, s, base)

@@ -17,7 +17,7 @@ local function heartbeat(key, text, now)
   ttl = tonumber(ttl)
   call('ZADD', key, now, instance)
   call('ZREMRANGEBYSCORE', key, '-inf', now - ttl)
-  call('PEXPIRE', key, ttl)
+  expire_in(key, ttl)
   return call('ZCARD', key)
 end
 
