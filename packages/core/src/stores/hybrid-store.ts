@@ -127,6 +127,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly slots: KeySlots
   /** Slots of the keys the next sync pushes or pulls. */
   private readonly listed: SlotList
+  /** Each decision's slots, in target order, reused by every decision rather than allocated for each. */
+  private tracked: number[] = []
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
   private readonly errors: ClientErrors | undefined
@@ -206,17 +208,21 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const degraded = now - this.lastSyncOrStart() > this.config.outageAfterMs
     if (degraded) this.noticeDegraded(now)
     const { slots } = this
-    const tracked: number[] = new Array(targets.length)
-    for (let t = 0; t < targets.length; t++) tracked[t] = this.track(targets[t] as StoreTarget, now)
+    const count = targets.length
+    let { tracked } = this
+    if (tracked.length < count) {
+      tracked = new Array(count)
+      this.tracked = tracked
+    }
+    for (let t = 0; t < count; t++) tracked[t] = this.track(targets[t] as StoreTarget, now)
     let result: StoreResult
     if (degraded && operation !== 'refund') {
-      result = this.outageResult(
-        tracked.map((slot) => slots.key(slot)),
-        request,
-        now,
-      )
+      const keys: string[] = new Array(count)
+      for (let t = 0; t < count; t++) keys[t] = slots.key(tracked[t] as number)
+      result = this.outageResult(keys, request, now)
       if (result.outage?.policy === 'local' && operation === 'consume' && result.allowed && cost > 0) {
-        for (const slot of tracked) {
+        for (let t = 0; t < count; t++) {
+          const slot = tracked[t] as number
           const { model, windows } = slots.shape(slot)
           const charged = model.charge(slots.stateOf(slot, now), windows, now, cost)
           slots.setState(slot, charged, model.expiresAt(charged, windows))
@@ -227,7 +233,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     }
     const units = operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0
     if (units !== 0) {
-      for (let t = 0; t < tracked.length; t++) {
+      for (let t = 0; t < count; t++) {
         const slot = tracked[t] as number
         record(slots, slot, slots.shape(slot), now, units)
         slots.markUsed(slot)

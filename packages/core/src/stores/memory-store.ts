@@ -114,6 +114,11 @@ export class MemoryStore implements Store {
   /** The timer's sweep, while it has slices left to do. */
   private sweeping: NodeJS.Immediate | undefined
   private evicted = 0
+  /**
+   * Each decision's entries, in target order, reused by every decision (it runs to its end before
+   * another begins) rather than allocated for each; evaluateLocally reads as many as it has targets.
+   */
+  private entries: Entry[] = []
 
   private readonly table: StateTable<Entry> = {
     get: (entry, now) => {
@@ -213,7 +218,11 @@ export class MemoryStore implements Store {
   evaluateSync(request: StoreRequest): StoreResult {
     const now = timeFrom(this.clock, 'MemoryStore')
     const { targets } = request
-    const entries: Entry[] = new Array(targets.length)
+    let { entries } = this
+    if (entries.length < targets.length) {
+      entries = new Array(targets.length)
+      this.entries = entries
+    }
     for (let t = 0; t < targets.length; t++) {
       const { rule, algorithm, identifier } = targets[t] as StoreTarget
       entries[t] = this.homeOf(rule, algorithm).entryOf(identifier)
@@ -264,6 +273,7 @@ export class MemoryStore implements Store {
     this.stopSweeping()
     this.homes.clear()
     this.ring.clear()
+    this.entries = []
     return Promise.resolve()
   }
 
