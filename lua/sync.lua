@@ -1,6 +1,6 @@
 -- Adds what processes deciding in their own memory (HybridStore) admitted since they last
--- synced to the keys the decide script keeps, and answers each key's value before and after, so
--- that the process can carry on from the fleet's totals. Every key is written as decide.lua
+-- synced to the keys the decide script keeps, and answers each key's value after, so that the
+-- process can carry on from the fleet's totals. Every key is written as decide.lua
 -- would write it, so a RedisStore on the same keys sees the units, and this sees its charges.
 --
 -- KEYS     [the instances key, when ARGV[2] is not ''], then one state key per entry; a
@@ -14,7 +14,8 @@
 --          entry may instead hold its units folded, '~first last units floor shift …'
 --          (lib/bucket.lua)
 -- Reply    server time in ms, the number of live instances (-1 without a heartbeat), then per
---          entry: value before, value after ('' for no key), units pushed above a limit
+--          entry: the value after ('' for no key), or '!' and why the entry failed, and the
+--          units pushed above a limit
 
 --#include lib/numbers.lua
 --#include lib/expire.lua
@@ -51,14 +52,13 @@ for arg = 3, #ARGV do
   local before, after, over = redis.pcall('GET', name), nil, 0
   if type(before) == 'table' then
     -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
-    before, after = '!' .. tostring(before.err), ''
+    after = '!' .. tostring(before.err)
   elseif folded and rule.code ~= 'tb' then
-    before, after = '!units folded for the rule ' .. text .. ', which is not a bucket', ''
+    after = '!units folded for the rule ' .. text .. ', which is not a bucket'
   else
     over, after = add_to_key(rule, name, before, now, segments, s, folded)
   end
-  before = before or ''
-  reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = before, after, over
+  reply[#reply + 1], reply[#reply + 2] = after, over
   key = key + 1
 end
 return reply

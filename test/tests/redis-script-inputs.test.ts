@@ -84,9 +84,9 @@ describe('Redis scripts, the inputs they share', () => {
       `fw 10 60000|~${now} ${now} 3 3 3`,
       `tb 10 60000|~${now} ${now} 3 18000 18000`,
     )) as unknown[]
-    expect(reply.slice(2, 5)).toEqual(['!units folded for the rule fw 10 60000, which is not a bucket', '', 0])
+    expect(reply.slice(2, 4)).toEqual(['!units folded for the rule fw 10 60000, which is not a bucket', 0])
     // 3 tokens of a bucket whose token is 6,000 units: 18,000.
-    expect(reply[6]).not.toBe('')
+    expect(reply[4]).not.toBe('')
     expect(await client.exists('inputs:{folded}:fw')).toBe(0)
     const peeked = (await client.eval(
       decideScript.lua,

@@ -1,5 +1,7 @@
 import type { Algorithm } from '../algorithms/algorithm.js'
+import type { PeriodState } from '../algorithms/period-state.js'
 import type { Window } from '../rules.js'
+import { applyFolded, isFolded } from './hybrid-bucket-fold.js'
 import type { KeySlots, Shape } from './hybrid-slots.js'
 
 /**
@@ -38,4 +40,22 @@ function sameWindows(shape: Shape, at: number, now: number): boolean {
 /** The units `state` holds in `window` at `now`, as its model counts them. */
 export function usedOf(model: Algorithm<unknown>, state: unknown, window: Window, now: number): number {
   return window.limit - model.remaining(state, window, now)
+}
+
+/** `state` with a key's pending units (segments, or a bucket's folded units) applied in order, as the sync script applies them. */
+export function withUnits(
+  model: Algorithm<unknown>,
+  windows: readonly Window[],
+  state: unknown,
+  units: readonly number[] | undefined,
+): unknown {
+  if (units === undefined) return state
+  if (isFolded(units)) return applyFolded(state as PeriodState | undefined, windows, units)
+  let next = state
+  for (let i = 0; i < units.length; i += 2) {
+    const at = units[i] as number
+    const n = units[i + 1] as number
+    next = n > 0 ? model.charge(next, windows, at, n) : model.refund(next, windows, at, -n)
+  }
+  return next
 }

@@ -15,9 +15,8 @@ export const MAX_CHUNK = 500
 
 export type SyncCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
 
-/** A key's part of a sync's answer: its value before and after the push, and the units pushed above a limit. */
+/** A key's part of a sync's answer: its value after the push, and the units pushed above a limit. */
 export interface SyncedValue {
-  before: string
   after: string
   overAdmitted: number
 }
@@ -88,20 +87,20 @@ export function chunkArguments(
 
 /** The script's reply read back for the chunk's `keys`; throws TG_STORE for one that does not parse. */
 export function readChunkReply(reply: unknown, keys: readonly string[]): ChunkAnswer {
-  if (!Array.isArray(reply) || reply.length !== 2 + 3 * keys.length || typeof reply[0] !== 'number') {
+  if (!Array.isArray(reply) || reply.length !== 2 + 2 * keys.length || typeof reply[0] !== 'number') {
     throw new TollgateError('TG_STORE', `unexpected reply from the sync script: ${describeValue(reply)}`)
   }
   const instances = reply[1] as number
   const values: Array<SyncedValue | TollgateError> = []
   for (let i = 0; i < keys.length; i++) {
-    const before = String(reply[2 + 3 * i])
-    if (before.startsWith('!')) {
+    const after = String(reply[2 + 2 * i])
+    if (after.startsWith('!')) {
       values.push(
-        new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${before.slice(1)}`, { storeDown: false }),
+        new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${after.slice(1)}`, { storeDown: false }),
       )
       continue
     }
-    values.push({ before, after: String(reply[3 + 3 * i]), overAdmitted: Number(reply[4 + 3 * i]) })
+    values.push({ after, overAdmitted: Number(reply[3 + 2 * i]) })
   }
   return { serverMs: reply[0] as number, instances: instances >= 0 ? instances : undefined, values }
 }
