@@ -21,6 +21,12 @@ export interface Shape {
 const USED = 1
 const TOUCHED = 2
 const LISTED = 4
+/**
+ * The key has an array in `wide`: its state when HELD. A state that is dropped keeps its array
+ * for the next one to be written into (a bucket that refills within a millisecond is dropped and
+ * written again by nearly every decision).
+ */
+const WIDE = 8
 const HELD = 16
 /** One segment of units not yet pushed, in `segmentAt` and `segmentUnits`. */
 const ONE_SEGMENT = 32
@@ -182,8 +188,8 @@ export class KeySlots {
     this.identifiers[slot] = undefined
     this.generations[slot] = (this.generations[slot] as number) + 1
     this.clearPending(slot)
+    if (((this.flags[slot] as number) & WIDE) !== 0) this.wide.delete(slot)
     this.flags[slot] = 0
-    this.wide.delete(slot)
     this.sending.delete(slot)
     this.others.delete(slot)
     this.free.push(slot)
@@ -336,8 +342,7 @@ export class KeySlots {
       this.clearState(slot)
       return undefined
     }
-    const wide = this.wide.get(slot)
-    if (wide !== undefined) return wide
+    if ((flags & WIDE) !== 0) return this.wide.get(slot)
     const at = slot * INLINE
     const { values } = this
     return this.shape(slot).inline === 3
@@ -351,21 +356,32 @@ export class KeySlots {
       return
     }
     const array = state as number[]
+    let flags = this.flags[slot] as number
     if (array.length === this.shape(slot).inline) {
-      this.wide.delete(slot)
+      if ((flags & WIDE) !== 0) {
+        this.wide.delete(slot)
+        flags &= ~WIDE
+      }
       const at = slot * INLINE
       for (let i = 0; i < array.length; i++) this.values[at + i] = array[i] as number
     } else {
-      // A state exactly as long as its values: one grown by push keeps room for a dozen more.
-      this.wide.set(slot, array.slice())
+      const kept = (flags & WIDE) !== 0 ? this.wide.get(slot) : undefined
+      // Written into the array the key holds when it is as long: a state of several windows is
+      // rewritten by every decision that charges it, and a copy each time was garbage.
+      if (kept !== undefined && kept.length === array.length) {
+        for (let i = 0; i < array.length; i++) kept[i] = array[i] as number
+      } else {
+        // A state exactly as long as its values: one grown by push keeps room for a dozen more.
+        this.wide.set(slot, array.slice())
+        flags |= WIDE
+      }
     }
-    this.flags[slot] = (this.flags[slot] as number) | HELD
+    this.flags[slot] = flags | HELD
     this.expiries[slot] = expiresAt
   }
 
   clearState(slot: number): void {
     this.flags[slot] = (this.flags[slot] as number) & ~HELD
-    this.wide.delete(slot)
     this.expiries[slot] = 0
   }
 
