@@ -2,7 +2,10 @@ import { createLimiter, LiveRules, loadRules, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { cliPrefix, rulesDirectory, runCli } from '../src/cli-runner.js'
+import { ManualClock } from '../src/manual-clock.js'
 import { keysWithTtl, keyValues } from '../src/redis-keys.js'
+
+const T0 = 1_700_000_000_000
 
 const DEFAULTS = `
 limits:
@@ -78,7 +81,10 @@ describe('tollgate rules', () => {
     const { prefix, cli, process } = fleet('round-trip')
     const change = files.write('change.yaml', CHANGE)
     const app = process()
-    const limiter = createLimiter({ rules: app, store: new RedisStore({ client, prefix }) })
+    // One fixed time: a minute's window that ended between the consume and the peek, the CLI's
+    // processes run between them, would read as counts lost.
+    const clock = new ManualClock(T0)
+    const limiter = createLimiter({ rules: app, store: new RedisStore({ client, prefix, clock: clock.now }) })
     await limiter.consume('api', 'ip:1')
 
     const diff = await cli('--json', 'rules', 'diff', change)
