@@ -427,9 +427,10 @@ export function runStoreConformance(
             expect(again.allowed).toBe(true)
             expect(again.windows.map((w) => w.remaining)).toEqual(each(0))
             // A key of a 1 ms period may be gone (-2) by the time Redis is asked; none lacks a TTL (-1).
+            // A sliding log's key lives at least 100 ms in Redis (lua/lib/expire.lua).
             for (const { ttlMs } of await harness.keys()) {
               expect(ttlMs).not.toBe(-1)
-              expect(ttlMs).toBeLessThanOrEqual(2 * longest)
+              expect(ttlMs).toBeLessThanOrEqual(Math.max(2 * longest, 100))
             }
             clock.advance(2 * longest)
             const later = await limiter.peek('r', ids, { cost: limit })
