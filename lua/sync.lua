@@ -49,14 +49,14 @@ for arg = 3, #ARGV do
   end
   read_segments(pushed, segments)
   local name = KEYS[key]
-  local before, after, over = redis.pcall('GET', name), nil, 0
-  if type(before) == 'table' then
+  local raw, after, over = redis.pcall('GET', name), nil, 0
+  if type(raw) == 'table' then
     -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
-    after = '!' .. tostring(before.err)
+    after = '!' .. tostring(raw.err)
   elseif folded and rule.code ~= 'tb' then
     after = '!units folded for the rule ' .. text .. ', which is not a bucket'
   else
-    over, after = add_to_key(rule, name, before, now, segments, s, folded)
+    over, after = add_to_key(rule, name, raw, now, segments, s, folded)
   end
   reply[#reply + 1], reply[#reply + 2] = after, over
   key = key + 1

@@ -107,12 +107,17 @@ describe('HybridStore', () => {
       const start = T0 - (T0 % 1_000)
       const clock = new ManualClock(start)
       const store = hybrid(clock, `t${prefixes++}:`)
-      const windows = [
-        { limit: 100, period: '1s' },
-        { limit: 100_000, period: '1h' },
-      ] as const
-      const limiter = limiterOn(store, { r: { algorithm, windows } })
-      const twin = limiterOn(new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), { r: { algorithm, windows } })
+      const perSecond = {
+        r: {
+          algorithm,
+          windows: [
+            { limit: 100, period: '1s' },
+            { limit: 100_000, period: '1h' },
+          ],
+        },
+      } satisfies RulesOptions
+      const limiter = limiterOn(store, perSecond)
+      const twin = limiterOn(new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), perSecond)
       let differing = 0
       for (let t = 0; t < 30_000; t += 11) {
         clock.set(start + t)
