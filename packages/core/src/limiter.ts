@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events'
 import type { BreakerChange } from './circuit-breaker.js'
+import { CONSUME_NOW, type ConsumeNow } from './consume-now.js'
 import type { Decision } from './decision.js'
 import { callSettingsOf, type DecisionOptions, type ResetOptions, resetsParents } from './decision-options.js'
 import { type Identifiers, identifiersOf, planOf, ruleOf, targetsOf } from './decision-plan.js'
@@ -77,7 +78,13 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
     stopReading?.()
   }
 
-  function decide(operation: StoreOperation, rule: string, identifiers: unknown, options: unknown) {
+  /** The decision at once when the store decides in the process, else its promise (consume-now.ts). */
+  function decide(
+    operation: StoreOperation,
+    rule: string,
+    identifiers: unknown,
+    options: unknown,
+  ): Decision | Promise<Decision> {
     if (caller.closing) return Promise.reject(closedError())
     let plan: ReturnType<typeof planOf>
     try {
@@ -97,6 +104,8 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
   // Properties, not copied values: Object.assign would read them once.
   Object.defineProperty(events, 'breakerState', { get: () => caller.breakerState, enumerable: true })
   Object.defineProperty(events, 'rules', { get: () => active.rules, enumerable: true })
+  const consumeNow: ConsumeNow = (rule, identifiers, options) => decide('consume', rule, identifiers, options)
+  Object.defineProperty(events, CONSUME_NOW, { value: consumeNow })
   const limiter: Limiter = Object.assign(
     events as EventEmitter<LimiterEvents> & {
       readonly breakerState: BreakerChange['state']
@@ -105,11 +114,11 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
     {
       store,
       consume: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
-        decide('consume', rule, identifiers, options),
+        promised(decide('consume', rule, identifiers, options)),
       peek: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
-        decide('peek', rule, identifiers, options),
+        promised(decide('peek', rule, identifiers, options)),
       refund: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
-        decide('refund', rule, identifiers, options),
+        promised(decide('refund', rule, identifiers, options)),
       reset(rule: string, identifiers: string | readonly string[], options?: ResetOptions) {
         if (caller.closing) return Promise.reject(closedError())
         let chain: readonly Rule[]
@@ -161,6 +170,10 @@ function follower(
       events.emit('rules-rejected', rejection)
     },
   }
+}
+
+function promised(decision: Decision | Promise<Decision>): Promise<Decision> {
+  return decision instanceof Promise ? decision : Promise.resolve(decision)
 }
 
 function closedError() {

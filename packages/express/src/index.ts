@@ -1,5 +1,11 @@
-import { createRateLimit, type Decision, type RateLimit, type RateLimitOptions } from '@tollgate/core'
-import type { Request, RequestHandler } from 'express'
+import {
+  createRateLimit,
+  type Decision,
+  type RateLimit,
+  type RateLimitOptions,
+  type RateLimitVerdict,
+} from '@tollgate/core'
+import type { NextFunction, Request, RequestHandler, Response } from 'express'
 
 export type { Decision, RateLimitOptions } from '@tollgate/core'
 export { byIpAndUser, ipIdentifier, userIdentifier } from '@tollgate/core'
@@ -32,29 +38,40 @@ export interface RateLimitMiddleware extends RequestHandler {
  */
 export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
   const limit = createRateLimit<Request>(options)
-  const middleware: RequestHandler = async (req, res, next) => {
-    try {
-      const verdict = await limit.check(req, {
-        ip: req.ip,
-        forwardedFor: req.headers['x-forwarded-for'],
-        // Express keeps the setting as given (true, a hop count, addresses or a function), not a boolean.
-        proxyTrusted: Boolean(req.app.get('trust proxy')),
-        socketAddress: req.socket.remoteAddress,
-        response: res,
-      })
-      res.set(verdict.headers)
-      if (verdict.action === 'respond') {
-        res.status(verdict.status).type(verdict.contentType).send(verdict.body)
-        return
-      }
-      res.locals.rateLimit = verdict.decision
-    } catch (error) {
+  // A verdict reached in the process is applied at once and the request goes on in the same
+  // turn; one that waited comes in a promise (core's checkNow).
+  const middleware: RequestHandler = (req, res, next) => {
+    const verdict = limit.checkNow(req, {
+      ip: req.ip,
+      forwardedFor: req.headers['x-forwarded-for'],
+      // Express keeps the setting as given (true, a hop count, addresses or a function), not a boolean.
+      proxyTrusted: Boolean(req.app.get('trust proxy')),
+      socketAddress: req.socket.remoteAddress,
+      response: res,
+    })
+    if (verdict instanceof Promise) {
       // Express 4 ignores a rejected promise, so the error is handed over rather than thrown.
-      next(error)
+      verdict.then((settled) => applied(settled, res, next), next)
       return
     }
-    // Outside the try, so an error from a later handler can never reach next() a second time.
-    next()
+    applied(verdict, res, next)
   }
   return Object.assign(middleware, { limit, close: () => limit.close() })
+}
+
+/** Sets the headers, then answers the request or hands it on. */
+function applied(verdict: RateLimitVerdict, res: Response, next: NextFunction): void {
+  try {
+    res.set(verdict.headers)
+    if (verdict.action === 'respond') {
+      res.status(verdict.status).type(verdict.contentType).send(verdict.body)
+      return
+    }
+    res.locals.rateLimit = verdict.decision
+  } catch (error) {
+    next(error)
+    return
+  }
+  // Outside the try, so an error from a later handler can never reach next() a second time.
+  next()
 }

@@ -57,6 +57,29 @@ describe.each([
     })
   })
 
+  it('hands a request decided in the process on in the same turn; one with an async identify once it settles', async () => {
+    for (const [identify, sameTurn] of [
+      [undefined, true],
+      [async () => 'user:1', false],
+    ] as const) {
+      const app = express()
+      // A turn of the microtask queue between this middleware and the handler sets `ended`.
+      app.use((_req, res, next) => {
+        const turn = { ended: false }
+        res.locals.turn = turn
+        queueMicrotask(() => {
+          turn.ended = true
+        })
+        next()
+      })
+      app.use(limitOf(identify ? { identify } : {}))
+      app.get('/', (_req, res) => {
+        res.json({ sameTurn: !res.locals.turn.ended, remaining: res.locals.rateLimit?.windows[0]?.remaining })
+      })
+      await request(app).get('/').expect(200, { sameTurn, remaining: 1 })
+    }
+  })
+
   it('limits only the route it is given to', async () => {
     const app = express()
     app.post('/login', limitOf({ windows: [{ limit: 1, period: '10s' }] }), (_req, res) => {

@@ -64,4 +64,29 @@ describe('the hook that checks', () => {
     expect(refused.statusCode).toBe(429)
     expect(handler).toHaveBeenCalledTimes(1)
   })
+
+  it('hands a request decided in the process on in the same turn; one with an async identify once it settles', async () => {
+    for (const [identify, sameTurn] of [
+      [undefined, true],
+      [async () => 'user:1', false],
+    ] as const) {
+      const app = await appWith({ windows: [{ limit: 2, period: '10s' }], ...(identify ? { identify } : {}) })
+      // App hooks run before the plugin's, which it adds to each route: a turn of the microtask
+      // queue between this one and the handler sets `ended`.
+      app.addHook('onRequest', (request, _reply, done) => {
+        const turn = { ended: false }
+        ;(request as FastifyRequest & { turn?: typeof turn }).turn = turn
+        queueMicrotask(() => {
+          turn.ended = true
+        })
+        done()
+      })
+      app.get('/', (request) => ({
+        sameTurn: !(request as FastifyRequest & { turn: { ended: boolean } }).turn.ended,
+        remaining: request.rateLimit?.windows[0]?.remaining,
+      }))
+      const response = await app.inject({ url: '/' })
+      expect(response.json()).toEqual({ sameTurn, remaining: 1 })
+    }
+  })
 })

@@ -4,9 +4,10 @@ import {
   type Decision,
   type RateLimit,
   type RateLimitOptions,
+  type RateLimitVerdict,
   TollgateConfigError,
 } from '@tollgate/core'
-import type { Context, Middleware } from 'koa'
+import type { Context, Middleware, Next } from 'koa'
 
 export type { Decision, RateLimitOptions } from '@tollgate/core'
 export { byIpAndUser, ipIdentifier, userIdentifier } from '@tollgate/core'
@@ -50,43 +51,62 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
     throw new TollgateConfigError(`option throw must be a boolean, got ${inspect(throwError)}`)
   const limit = createRateLimit<Context>(coreOptions, KOA_OPTIONS)
 
-  const middleware: Middleware = async (ctx, next) => {
-    const verdict = await limit.check(ctx, {
+  // A verdict reached in the process is applied at once and the request goes on in the same
+  // turn; one that waited comes in a promise (core's checkNow). Koa makes a promise of whatever
+  // a middleware returns or throws.
+  const middleware: Middleware = (ctx, next) => {
+    const verdict = limit.checkNow(ctx, {
       ip: ctx.ip,
       forwardedFor: ctx.get('x-forwarded-for') || undefined,
       proxyTrusted: Boolean(ctx.app.proxy),
       socketAddress: ctx.req.socket.remoteAddress,
       response: ctx.res,
     })
-    ctx.set(verdict.headers)
-    if (verdict.action === 'continue') {
-      ctx.state.rateLimit = verdict.decision
-      try {
-        await next()
-      } catch (error) {
-        throw withHeaders(error, verdict.headers)
-      }
-    } else if (throwError) {
-      const { problem, decision, headers, contentType, body } = verdict
-      // Koa's default error handler clears every header and then sets the error's own, so they travel with it.
-      ctx.throw(verdict.status, typeof problem.detail === 'string' ? problem.detail : problem.title, {
-        headers,
-        expose: true,
-        problem,
-        decision,
-        contentType,
-        body,
-      })
-    } else {
-      ctx.status = verdict.status
-      ctx.type = verdict.contentType
-      ctx.body = verdict.body
-    }
+    if (verdict instanceof Promise) return verdict.then((settled) => applied(ctx, next, settled, throwError))
+    return applied(ctx, next, verdict, throwError)
   }
   return Object.assign(middleware, { limit, close: () => limit.close() })
 }
 
 const KOA_OPTIONS = ['throw']
+
+/** Sets the headers, then hands the request on (the promise of what follows) or answers it. */
+function applied(
+  ctx: Context,
+  next: Next,
+  verdict: RateLimitVerdict,
+  throwError: boolean,
+): Promise<unknown> | undefined {
+  ctx.set(verdict.headers)
+  if (verdict.action === 'continue') {
+    ctx.state.rateLimit = verdict.decision
+    let after: Promise<unknown>
+    try {
+      after = Promise.resolve(next())
+    } catch (error) {
+      throw withHeaders(error, verdict.headers)
+    }
+    return after.catch((error: unknown) => {
+      throw withHeaders(error, verdict.headers)
+    })
+  }
+  if (throwError) {
+    const { problem, decision, headers, contentType, body } = verdict
+    // Koa's default error handler clears every header and then sets the error's own, so they travel with it.
+    ctx.throw(verdict.status, typeof problem.detail === 'string' ? problem.detail : problem.title, {
+      headers,
+      expose: true,
+      problem,
+      decision,
+      contentType,
+      body,
+    })
+  }
+  ctx.status = verdict.status
+  ctx.type = verdict.contentType
+  ctx.body = verdict.body
+  return undefined
+}
 
 /** Core rejects keys it does not know, so the Koa-only option leaves before the rest reach it. */
 function splitThrow(options: KoaRateLimitOptions): [unknown, RateLimitOptions<Context>] {

@@ -132,6 +132,29 @@ describe.each([
     },
   )
 
+  it('hands a request decided in the process on in the same turn; one with an async identify once it settles', async () => {
+    for (const [identify, sameTurn] of [
+      [undefined, true],
+      [async () => 'user:1', false],
+    ] as const) {
+      // A turn of the microtask queue between the first middleware and the handler sets `ended`.
+      const turn = { ended: false }
+      const app = appWith(
+        (_ctx, next) => {
+          queueMicrotask(() => {
+            turn.ended = true
+          })
+          return next()
+        },
+        limitOf(identify ? { identify } : {}),
+        (ctx) => {
+          ctx.body = { sameTurn: !turn.ended, remaining: ctx.state.rateLimit?.windows[0]?.remaining }
+        },
+      )
+      await request(app.callback()).get('/').expect(200, { sameTurn, remaining: 1 })
+    }
+  })
+
   it('puts the decision on ctx.state.rateLimit for the handler', async () => {
     const server = appWith(limitOf(), (ctx) => {
       ctx.body = ctx.state.rateLimit

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { consumeNowOf, isThenable } from '../consume-now.js'
 import type { Decision } from '../decision.js'
 import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
@@ -18,6 +19,7 @@ import {
   type MaybePromise,
   RATE_LIMIT_OPTION_KEYS,
   type RateLimitOptions,
+  type RefusalResponse,
   type StandardRefusal,
 } from './rate-limit-options.js'
 import { serializedRefusal } from './refusal.js'
@@ -76,6 +78,12 @@ export interface RateLimit<Req> {
    * `identify`, `cost`, `skip`, `onLimited`, `problem` or `refusal`.
    */
   check(request: Req, view: RequestView): Promise<RateLimitVerdict>
+  /**
+   * `check` as the adapters call it: a verdict reached in the process, with no function of the
+   * options returning a promise, comes back as it is, so that the adapter answers the request in
+   * the same turn; any other in a promise. Never throws: failures reject, as from `check`.
+   */
+  checkNow(request: Req, view: RequestView): MaybePromise<RateLimitVerdict>
   /** Closes the limiter if it was made here; a limiter passed in stays open. */
   close(): Promise<void>
 }
@@ -141,21 +149,135 @@ export function createRateLimit<Req>(
   const onUnusable = (why: UnusableIdentifier) => warnOnce(why, UNUSABLE_IDENTIFIER[why], 'TG_UNUSABLE_IDENTIFIER')
   const settleCharge = countOnly && chargeSettler(countOnly, limiter, storeTimeout, warnOnce)
 
-  async function identified(
-    identify: NonNullable<RateLimitOptions<Req>['identify']>,
-    request: Req,
-    client: ClientView,
-  ): Promise<string | readonly string[]> {
+  const consumeNow = consumeNowOf(limiter)
+
+  // The steps of one check, each handing over to the next at once, or once the promise a
+  // caller's function returned settles: with no such function and a store that decides in the
+  // process, the whole check runs in one turn, with no promise at all (consume-now.ts).
+
+  function checkNow(request: Req, view: RequestView): MaybePromise<RateLimitVerdict> {
+    try {
+      if (!skip) return ruled(request, view)
+      const skipped = skip(request)
+      if (isThenable(skipped))
+        return Promise.resolve(skipped).then((yes) => (yes ? skipVerdict() : ruled(request, view)))
+      return skipped ? skipVerdict() : ruled(request, view)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  function ruled(request: Req, view: RequestView): MaybePromise<RateLimitVerdict> {
+    if (view.forwardedFor !== undefined) {
+      if (!view.proxyTrusted) warnOnce('untrusted-proxy', UNTRUSTED_FORWARDED_FOR, 'TG_UNTRUSTED_FORWARDED_FOR')
+      else if (view.ip !== undefined && view.ip === view.socketAddress)
+        warnOnce('unused-forwarded-for', FORWARDED_FOR_UNUSED, 'TG_FORWARDED_FOR_UNUSED')
+    }
+    if (typeof rule === 'string') return identifiedFor(request, view, rule)
+    const chosen = rule(request)
+    if (isThenable(chosen))
+      return Promise.resolve(chosen).then((name) => identifiedFor(request, view, chosenRule(name)))
+    return identifiedFor(request, view, chosenRule(chosen))
+  }
+
+  function identifiedFor(request: Req, view: RequestView, ruleName: string): MaybePromise<RateLimitVerdict> {
+    const ip = view.ip
+    let ipIdentifier = NO_ADDRESS
+    if (ip) ipIdentifier = clientAddressIdentifier(ip, ipv6Subnet, onAddressFallback)
+    else if (!identify) warnOnce('no-address', NO_CLIENT_ADDRESS, 'TG_NO_CLIENT_ADDRESS')
+    if (!identify) return costed(request, view, ruleName, ipIdentifier)
+    const client: ClientView = { ip, ipIdentifier }
     let returned: unknown
     try {
-      returned = await identify(request, client)
+      returned = identify(request, client)
     } catch (error) {
-      // By code rather than class: an app may load core twice, as ESM and as CommonJS.
-      if ((error as { code?: unknown } | null)?.code !== 'TG_INVALID_ARGUMENT') throw error
-      warnOnce('identify-threw', `${UNUSABLE_IDENTIFIER.threw}: ${(error as Error).message}`, 'TG_UNUSABLE_IDENTIFIER')
-      return client.ipIdentifier
+      return costed(request, view, ruleName, identifyFailed(error, client))
     }
-    return usableIdentifiers(returned, client.ipIdentifier, onUnusable)
+    if (!isThenable(returned))
+      return costed(request, view, ruleName, usableIdentifiers(returned, ipIdentifier, onUnusable))
+    return Promise.resolve(returned).then(
+      (value) => costed(request, view, ruleName, usableIdentifiers(value, ipIdentifier, onUnusable)),
+      (error: unknown) => costed(request, view, ruleName, identifyFailed(error, client)),
+    )
+  }
+
+  /** An `identify` that threw a TollgateArgumentError counts the request for its address; any other error fails it. */
+  function identifyFailed(error: unknown, client: ClientView): string {
+    // By code rather than class: an app may load core twice, as ESM and as CommonJS.
+    if ((error as { code?: unknown } | null)?.code !== 'TG_INVALID_ARGUMENT') throw error
+    warnOnce('identify-threw', `${UNUSABLE_IDENTIFIER.threw}: ${(error as Error).message}`, 'TG_UNUSABLE_IDENTIFIER')
+    return client.ipIdentifier
+  }
+
+  function costed(
+    request: Req,
+    view: RequestView,
+    ruleName: string,
+    identifiers: string | readonly string[],
+  ): MaybePromise<RateLimitVerdict> {
+    if (typeof cost !== 'function') return consumed(request, view, ruleName, identifiers, fixedCostOptions)
+    const units = cost(request)
+    if (isThenable(units)) {
+      return Promise.resolve(units).then((value) =>
+        consumed(request, view, ruleName, identifiers, { ...decisionDefaults, cost: value }),
+      )
+    }
+    return consumed(request, view, ruleName, identifiers, { ...decisionDefaults, cost: units })
+  }
+
+  function consumed(
+    request: Req,
+    view: RequestView,
+    ruleName: string,
+    identifiers: string | readonly string[],
+    decisionOptions: DecisionOptions | undefined,
+  ): MaybePromise<RateLimitVerdict> {
+    const decision = consumeNow(ruleName, identifiers, decisionOptions)
+    if (decision instanceof Promise) return decision.then((d) => decided(request, view, ruleName, identifiers, d))
+    return decided(request, view, ruleName, identifiers, decision)
+  }
+
+  function decided(
+    request: Req,
+    view: RequestView,
+    ruleName: string,
+    identifiers: string | readonly string[],
+    decision: Decision,
+  ): MaybePromise<RateLimitVerdict> {
+    const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
+    if (decision.reason === 'store-error-denied')
+      return refuse(503, headers, storeUnavailableProblem(decision), decision, request)
+    // Refused by a limit, on the shared store or the local fallback, or would have been in a dry run.
+    if (onLimited && (!decision.allowed || decision.reason === 'dry-run')) {
+      const told = onLimited(request, decision)
+      if (isThenable(told)) {
+        return Promise.resolve(told).then(() => concluded(request, view, ruleName, identifiers, decision, headers))
+      }
+    }
+    return concluded(request, view, ruleName, identifiers, decision, headers)
+  }
+
+  function concluded(
+    request: Req,
+    view: RequestView,
+    ruleName: string,
+    identifiers: string | readonly string[],
+    decision: Decision,
+    headers: Record<string, string>,
+  ): MaybePromise<RateLimitVerdict> {
+    if (decision.allowed) {
+      // Only a charge the shared store took can be given back there: not a dry run's refusal,
+      // a store failure's pass, or the local fallback's count.
+      if (settleCharge && decision.reason === 'ok' && decision.cost > 0) {
+        settleCharge(view.response, { request, rule: ruleName, identifiers, cost: decision.cost })
+      }
+      return { action: 'continue', headers, decision }
+    }
+    const status = refusalStatus(decision)
+    if (!problem) return refuse(status, headers, quotaExceededProblem(decision), decision, request)
+    const details = problem(decision, request)
+    if (isThenable(details)) return Promise.resolve(details).then((d) => refuse(status, headers, d, decision, request))
+    return refuse(status, headers, details, decision, request)
   }
 
   function chosenRule(name: unknown): string {
@@ -166,13 +288,13 @@ export function createRateLimit<Req>(
     )
   }
 
-  async function refuse(
+  function refuse(
     status: number,
     headers: Record<string, string>,
     problemDetails: ProblemDetails,
     decision: Decision,
     request: Req,
-  ): Promise<RateLimitVerdict> {
+  ): MaybePromise<RateLimitVerdict> {
     if (!refusal) {
       return {
         action: 'respond',
@@ -190,55 +312,31 @@ export function createRateLimit<Req>(
       contentType: PROBLEM_JSON,
       body: problemDetails,
     }
-    const built = serializedRefusal(await refusal(decision, request, standard), headers)
-    return { action: 'respond', ...built, problem: problemDetails, decision }
+    const verdictOf = (returned: RefusalResponse): RateLimitVerdict => ({
+      action: 'respond',
+      ...serializedRefusal(returned, headers),
+      problem: problemDetails,
+      decision,
+    })
+    const returned = refusal(decision, request, standard)
+    return isThenable(returned) ? Promise.resolve(returned).then(verdictOf) : verdictOf(returned)
   }
 
   return {
     options,
     limiter,
     rule,
-    async check(request, view) {
-      if (skip && (await skip(request))) return { action: 'continue', headers: {}, decision: undefined }
-      if (view.forwardedFor !== undefined) {
-        if (!view.proxyTrusted) warnOnce('untrusted-proxy', UNTRUSTED_FORWARDED_FOR, 'TG_UNTRUSTED_FORWARDED_FOR')
-        else if (view.ip !== undefined && view.ip === view.socketAddress)
-          warnOnce('unused-forwarded-for', FORWARDED_FOR_UNUSED, 'TG_FORWARDED_FOR_UNUSED')
-      }
-      const ruleName = typeof rule === 'string' ? rule : chosenRule(await rule(request))
-      const ip = view.ip
-      let ipIdentifier = NO_ADDRESS
-      if (ip) ipIdentifier = clientAddressIdentifier(ip, ipv6Subnet, onAddressFallback)
-      else if (!identify) warnOnce('no-address', NO_CLIENT_ADDRESS, 'TG_NO_CLIENT_ADDRESS')
-      const identifiers = identify ? await identified(identify, request, { ip, ipIdentifier }) : ipIdentifier
-      const decision = await limiter.consume(
-        ruleName,
-        identifiers,
-        typeof cost === 'function' ? { ...decisionDefaults, cost: await cost(request) } : fixedCostOptions,
-      )
-      const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
-      if (decision.reason === 'store-error-denied')
-        return refuse(503, headers, storeUnavailableProblem(decision), decision, request)
-      // Refused by a limit, on the shared store or the local fallback, or would have been in a dry run.
-      if (!decision.allowed || decision.reason === 'dry-run') await onLimited?.(request, decision)
-      if (decision.allowed) {
-        // Only a charge the shared store took can be given back there: not a dry run's refusal,
-        // a store failure's pass, or the local fallback's count.
-        if (settleCharge && decision.reason === 'ok' && decision.cost > 0) {
-          settleCharge(view.response, { request, rule: ruleName, identifiers, cost: decision.cost })
-        }
-        return { action: 'continue', headers, decision }
-      }
-      return refuse(
-        refusalStatus(decision),
-        headers,
-        problem ? await problem(decision, request) : quotaExceededProblem(decision),
-        decision,
-        request,
-      )
+    checkNow,
+    check(request, view) {
+      const verdict = checkNow(request, view)
+      return verdict instanceof Promise ? verdict : Promise.resolve(verdict)
     },
     close: () => (owned ? limiter.close() : Promise.resolve()),
   }
+}
+
+function skipVerdict(): RateLimitVerdict {
+  return { action: 'continue', headers: {}, decision: undefined }
 }
 
 const PROBLEM_JSON = 'application/problem+json'

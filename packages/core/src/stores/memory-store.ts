@@ -119,6 +119,8 @@ export class MemoryStore implements Store {
    * another begins) rather than allocated for each; evaluateLocally reads as many as it has targets.
    */
   private entries: Entry[] = []
+  /** The home the last target was found in (homeOf). */
+  private lastHome: Home | undefined
 
   private readonly table: StateTable<Entry> = {
     get: (entry, now) => {
@@ -216,7 +218,8 @@ export class MemoryStore implements Store {
   }
 
   evaluateSync(request: StoreRequest): StoreResult {
-    const now = timeFrom(this.clock, 'MemoryStore')
+    // Date.now() needs no check: it returns whole milliseconds.
+    const now = this.clock === systemClock ? Date.now() : timeFrom(this.clock, 'MemoryStore')
     const { targets } = request
     let { entries } = this
     if (entries.length < targets.length) {
@@ -272,12 +275,23 @@ export class MemoryStore implements Store {
     if (this.timer) clearInterval(this.timer)
     this.stopSweeping()
     this.homes.clear()
+    this.lastHome = undefined
     this.ring.clear()
     this.entries = []
     return Promise.resolve()
   }
 
   private homeOf(rule: string, algorithm: AlgorithmName): Home {
+    // Decisions of one rule follow one another: its name is the same string each time, so the
+    // last home is found by two comparisons of references rather than a lookup by hash.
+    const last = this.lastHome
+    if (last !== undefined && last.rule === rule && last.algorithm === algorithm) return last
+    const found = this.findHome(rule, algorithm)
+    this.lastHome = found
+    return found
+  }
+
+  private findHome(rule: string, algorithm: AlgorithmName): Home {
     const first = this.homes.get(rule)
     for (let home = first; home !== undefined; home = home.other) {
       if (home.algorithm === algorithm) return home
