@@ -25,9 +25,10 @@ export async function startFastify(variant: Variant, client: Redis | undefined):
     case 'none':
       break
     case 'headers-only':
-      // As @tollgate/fastify sets them: an async onRequest hook.
-      app.addHook('onRequest', async (_request, reply) => {
+      // As @tollgate/fastify sets them: an onRequest hook with done.
+      app.addHook('onRequest', (_request, reply, done) => {
         reply.headers(TOLLGATE_HEADERS)
+        done()
       })
       break
     case 'incumbent-memory':

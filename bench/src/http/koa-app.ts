@@ -16,10 +16,10 @@ async function limiterOf(variant: Variant, client: Redis | undefined): Promise<M
     case 'none':
       return undefined
     case 'headers-only':
-      // As @tollgate/koa sets them.
-      return async (ctx, next) => {
+      // As @tollgate/koa sets them, answered in the same turn.
+      return (ctx, next) => {
         ctx.set(TOLLGATE_HEADERS)
-        await next()
+        return next()
       }
     case 'incumbent-memory':
       return ratelimit({ driver: 'memory', db: new Map(), duration: HTTP_PERIOD_MS, max: HTTP_LIMIT })
