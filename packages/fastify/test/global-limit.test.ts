@@ -105,6 +105,31 @@ describe('the plugin-wide limit', () => {
     expect(onWarning).not.toHaveBeenCalled()
   })
 
+  it('learns that Fastify trusts a proxy without reading request.ips, which parses the chain again', async () => {
+    const onWarning = vi.fn()
+    const app = await appWith({ windows: [{ limit: 1, period: '10s' }], onWarning }, { trustProxy: true })
+    let reads = 0
+    // An app hook runs before the plugin's: it counts reads of the getter Fastify defines.
+    app.addHook('onRequest', (request, _reply, done) => {
+      const ips = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(request), 'ips')?.get
+      expect(ips).toBeTypeOf('function')
+      Object.defineProperty(request, 'ips', {
+        get() {
+          reads++
+          return ips?.call(this)
+        },
+      })
+      done()
+    })
+    app.get('/', async (request) => ({ ip: request.ip }))
+
+    const first = await app.inject({ url: '/', headers: { 'x-forwarded-for': '203.0.113.7' } })
+    const again = await app.inject({ url: '/', headers: { 'x-forwarded-for': '203.0.113.7' } })
+    expect([first.statusCode, again.statusCode]).toEqual([200, 429])
+    expect(reads).toBe(0)
+    expect(onWarning).not.toHaveBeenCalled()
+  })
+
   // What packages/fastify/README.md advises for a proxy, from that proxy's address (inject's remoteAddress).
   it.each<[string, FastifyServerOptions['trustProxy']]>([
     ["the proxy's address", '127.0.0.1'],
