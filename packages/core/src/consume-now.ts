@@ -27,6 +27,11 @@ export function consumeNowOf(limiter: Limiter): ConsumeNow {
   return own ?? ((rule, identifiers, options) => limiter.consume(rule, identifiers, options))
 }
 
+/** What answered at once, in a promise, for the callers that promise one: `consume`, `check`. */
+export function promised<T>(value: T | Promise<T>): Promise<T> {
+  return value instanceof Promise ? value : Promise.resolve(value)
+}
+
 /** Whether a value a caller's function returned must be waited for, as `await` would. */
 export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
 import type { BreakerChange } from './circuit-breaker.js'
-import { CONSUME_NOW, type ConsumeNow } from './consume-now.js'
+import { CONSUME_NOW, type ConsumeNow, promised } from './consume-now.js'
 import type { Decision } from './decision.js'
 import { callSettingsOf, type DecisionOptions, type ResetOptions, resetsParents } from './decision-options.js'
 import { type Identifiers, identifiersOf, planOf, ruleOf, targetsOf } from './decision-plan.js'
@@ -170,10 +170,6 @@ function follower(
       events.emit('rules-rejected', rejection)
     },
   }
-}
-
-function promised(decision: Decision | Promise<Decision>): Promise<Decision> {
-  return decision instanceof Promise ? decision : Promise.resolve(decision)
 }
 
 function closedError() {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { consumeNowOf, isThenable } from '../consume-now.js'
+import { consumeNowOf, isThenable, promised } from '../consume-now.js'
 import type { Decision } from '../decision.js'
 import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
@@ -327,10 +327,7 @@ export function createRateLimit<Req>(
     limiter,
     rule,
     checkNow,
-    check(request, view) {
-      const verdict = checkNow(request, view)
-      return verdict instanceof Promise ? verdict : Promise.resolve(verdict)
-    },
+    check: (request, view) => promised(checkNow(request, view)),
     close: () => (owned ? limiter.close() : Promise.resolve()),
   }
 }
