@@ -295,32 +295,23 @@ class PendingDecision implements WaitHandler<StoreResult> {
   }
 
   answered(result: StoreResult): void {
-    this.caller.callEnded()
-    let decision: Decision
-    try {
-      decision = this.caller.delivered(
-        this.plan,
-        this.caller.answerDecision(this.plan, result, true),
-        this.observed,
-        this.startedAt,
-      )
-    } catch (error) {
-      this.reject(error)
-      return
-    }
-    this.resolve(decision)
+    this.settle(true, result)
   }
 
   failed(cause: unknown): void {
-    this.caller.callEnded()
+    this.settle(false, cause)
+  }
+
+  /** The decision of the store's answer (`answered`) or of its failure, to the decision's promise. */
+  private settle(answered: boolean, outcome: unknown): void {
+    const { caller, plan } = this
+    caller.callEnded()
     let decision: Decision
     try {
-      decision = this.caller.delivered(
-        this.plan,
-        this.caller.failureDecision(this.plan, cause, true),
-        this.observed,
-        this.startedAt,
-      )
+      const made = answered
+        ? caller.answerDecision(plan, outcome as StoreResult, true)
+        : caller.failureDecision(plan, outcome, true)
+      decision = caller.delivered(plan, made, this.observed, this.startedAt)
     } catch (error) {
       this.reject(error)
       return
