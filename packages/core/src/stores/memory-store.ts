@@ -218,8 +218,7 @@ export class MemoryStore implements Store {
   }
 
   evaluateSync(request: StoreRequest): StoreResult {
-    // Date.now() needs no check: it returns whole milliseconds.
-    const now = this.clock === systemClock ? Date.now() : timeFrom(this.clock, 'MemoryStore')
+    const now = timeFrom(this.clock, 'MemoryStore')
     const { targets } = request
     let { entries } = this
     if (entries.length < targets.length) {
