@@ -89,13 +89,12 @@ async function isolatedCost(): Promise<number> {
     let untilTimed = timeEvery
     for (let pass = 0; pass < ISOLATED.passes; pass++) {
       for (const { rule, decision } of samples) {
-        let seconds = Number.NaN
         if (timeEvery > 0 && --untilTimed === 0) {
           untilTimed = timeEvery
           const began = performance.now()
-          seconds = (performance.now() - began) / 1000
+          target.timed?.((performance.now() - began) / 1000)
         }
-        target.decided(rule, decision, seconds)
+        target.decided(rule, decision)
       }
     }
     return Number(process.hrtime.bigint() - start) / (ISOLATED.passes * samples.length)

@@ -10,15 +10,22 @@ import { MemoryStore } from '../src/stores/memory-store.js'
 import type { Store, StoreRequest } from '../src/stores/store.js'
 import { collectedHeapUsed } from './heap-fixtures.js'
 
-/** Keeps every call it gets. */
+/** Keeps every call it gets: each decision with the time `timed` got just before it, or NaN. */
 class Recorder implements DecisionObserver {
   readonly decisions: Array<{ rule: Rule; decision: Decision; seconds: number }> = []
   readonly failures: StoreErrorKind[] = []
+  private time = Number.NaN
 
   constructor(readonly timeEvery = 0) {}
 
-  decided(rule: Rule, decision: Decision, seconds: number): void {
-    this.decisions.push({ rule, decision, seconds })
+  decided(rule: Rule, decision: Decision): void {
+    this.decisions.push({ rule, decision, seconds: this.time })
+    this.time = Number.NaN
+  }
+
+  timed(seconds: number): void {
+    expect(this.time, 'a second time before a decision').toBeNaN()
+    this.time = seconds
   }
 
   storeFailed(kind: StoreErrorKind): void {
@@ -75,7 +82,9 @@ describe('limiter.observe', () => {
     const every3 = new Recorder(3)
     const never = new Recorder(0)
     const every5 = new Recorder(5)
+    const untimed: Decision[] = []
     for (const recorder of [every3, never, every5]) limiter.observe(recorder)
+    limiter.observe({ timeEvery: 0, decided: (_rule, decision) => untimed.push(decision), storeFailed: () => {} })
     for (let i = 0; i < 9; i++) await limiter.consume('api', 'ip:a')
 
     const timed = (recorder: Recorder) => recorder.decisions.map(({ seconds }) => !Number.isNaN(seconds))
@@ -84,6 +93,7 @@ describe('limiter.observe', () => {
     expect(timed(never)).toEqual(expected)
     expect(timed(every5)).toEqual(expected)
     expect(every3.decisions.filter(({ seconds }) => seconds >= 0 && seconds < 1)).toHaveLength(3)
+    expect(untimed).toEqual(every3.decisions.map(({ decision }) => decision))
   })
 
   it('times decisions on a store that answers later too', async () => {
@@ -144,6 +154,9 @@ describe('limiter.observe', () => {
     expect(observe({ decided() {} })).toThrow(/decided and storeFailed methods, .* got \{\}/)
     expect(observe({ decided() {}, storeFailed() {}, timeEvery: 0.5 })).toThrow(
       /timeEvery must be a whole number ≥ 0 .*got 0\.5/,
+    )
+    expect(observe({ decided() {}, storeFailed() {}, timeEvery: 10 })).toThrow(
+      /timeEvery 10 needs a timed\(seconds\) method .*got undefined/,
     )
     const recorder = new Recorder()
     limiter.observe(recorder)
@@ -210,7 +223,7 @@ describe('DecisionCounts', () => {
       ;(rule.chain as Rule[]).push(rule)
       return rule
     }
-    for (let i = 0; i <= 10_000; i++) counts.decided(reshaped(`api@${i}`), allowedOnApi, Number.NaN)
+    for (let i = 0; i <= 10_000; i++) counts.decided(reshaped(`api@${i}`), allowedOnApi)
     expect(
       counts.totalsByRule([
         ['api@10000', 3],
@@ -289,7 +302,7 @@ describe('DecisionCounts', () => {
     }
     const loads = async (n: number) => {
       for (let i = 1; i <= n; i++) {
-        counts.decided(ruleOfLoad(), allowedOnApi, Number.NaN)
+        counts.decided(ruleOfLoad(), allowedOnApi)
         if (i % 1_000 === 0) {
           await new Promise((resolve) => setImmediate(resolve))
           counts.rules()
@@ -310,7 +323,10 @@ describe('DecisionCounts', () => {
   it('counts timed decisions in buckets, each time in the first bucket it fits', () => {
     const counts = new DecisionCounts({ durationBuckets: [0.001, 0.01] })
     const rule = createLimiter({ rules: { api: { windows } } }).rules.get('api') as Rule
-    for (const seconds of [0.0005, 0.001, 0.005, 0.5, Number.NaN]) counts.decided(rule, allowedOnApi, seconds)
+    for (const seconds of [0.0005, 0.001, 0.005, 0.5]) {
+      counts.timed(seconds)
+      counts.decided(rule, allowedOnApi)
+    }
     expect([...counts.durations.counts]).toEqual([2, 1, 1])
     expect(counts.durations.count).toBe(4)
     expect(counts.durations.sum).toBeCloseTo(0.5065, 10)

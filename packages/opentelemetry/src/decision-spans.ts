@@ -22,9 +22,8 @@ export class DecisionSpans implements DecisionObserver {
     this.timeEvery = counts.timeEvery
   }
 
-  decided(rule: Rule, decision: Decision, seconds: number): void {
-    this.counts.decided(rule, decision, seconds)
-    if (!Number.isNaN(seconds)) this.durations.record(seconds)
+  decided(rule: Rule, decision: Decision): void {
+    this.counts.decided(rule, decision)
     if (!this.spans) return
     // Only the span already there: an in-process decision takes microseconds, a span of its own would cost more.
     const span = trace.getActiveSpan()
@@ -32,6 +31,11 @@ export class DecisionSpans implements DecisionObserver {
     span.setAttribute(RULE, decision.rule)
     span.setAttribute(RESULT, decisionOutcome(decision.reason))
     if (Number.isFinite(decision.retryAfterMs)) span.setAttribute(RETRY_AFTER, decision.retryAfterMs / 1000)
+  }
+
+  timed(seconds: number): void {
+    this.counts.timed(seconds)
+    this.durations.record(seconds)
   }
 
   storeFailed(kind: StoreErrorKind): void {

@@ -183,14 +183,17 @@ export class DecisionCounts implements DecisionObserver {
     this.durations = this.histogram
   }
 
-  decided(rule: Rule, decision: Decision, seconds: number): void {
+  decided(rule: Rule, decision: Decision): void {
     const slotted = (rule as SlottedRule)[SLOT]
     const slot = slotted !== undefined && slotted.owner === this ? slotted : this.slotOf(rule)
     if (decision.reason === 'ok') {
       slot.allowed++
       slot.allowedUnits += decision.cost
     } else countOther(slot, decision)
-    if (!Number.isNaN(seconds)) this.histogram.observe(seconds)
+  }
+
+  timed(seconds: number): void {
+    this.histogram.observe(seconds)
   }
 
   storeFailed(kind: StoreErrorKind): void {

@@ -28,18 +28,24 @@ export const STORE_ERROR_KINDS: readonly StoreErrorKind[] = ['timeout', 'unavail
 export interface DecisionObserver {
   /**
    * Every `consume` decision, before its caller gets it (`peek` and `refund` admit nothing and
-   * are not observed). `rule` is the rule the decision was asked of; `seconds` is how long the
-   * limiter took from asking the store to the decision, for one decision in `timeEvery`, and NaN
-   * for the others. It runs on the decision path, so it must be quick, and it must not throw:
-   * what it throws rejects the decision, as a `store-error` listener's would.
+   * are not observed). `rule` is the rule the decision was asked of. It runs on the decision
+   * path, so it must be quick, and it must not throw: what it throws rejects the decision, as a
+   * `store-error` listener's would.
    */
-  decided(rule: Rule, decision: Decision, seconds: number): void
+  decided(rule: Rule, decision: Decision): void
+  /**
+   * How long the limiter took from asking the store to the decision, in seconds, for one
+   * `consume` decision in `timeEvery`: called just before `decided` is called with that
+   * decision. Required when `timeEvery` is above 0. Apart from `decided` so that the decisions
+   * not timed, nearly all of them, run none of what a time costs.
+   */
+  timed?(seconds: number): void
   /** Each store failure, and each decision or reset the open circuit breaker kept from the store. */
   storeFailed(kind: StoreErrorKind): void
   /**
    * Times one `consume` decision in this many (two `performance.now()` reads); 0 times none.
    * With several observers attached, the limiter times one decision in the smallest nonzero
-   * `timeEvery` among them, and each observer gets every time taken.
+   * `timeEvery` among them, and each observer with `timed` gets every time taken.
    * @example 100
    */
   readonly timeEvery: number

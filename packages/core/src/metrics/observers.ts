@@ -69,14 +69,13 @@ export class Observers {
       this.untilTimed = this.timeEvery
       this.state = TIMED
     }
-    // Two calls, not one with a time or NaN: where an observer is compiled into the untimed
-    // call, its time is a constant, and what it does with a time is left out.
-    if (mark === TIMED) this.endTimed(observer, rule, decision, startedAt ?? this.timedAt)
-    else observer.decided(rule, decision, Number.NaN)
+    // The time is read before the observer sees the decision, so that it is the limiter's alone.
+    if (mark === TIMED) this.endTimed(observer, startedAt ?? this.timedAt)
+    observer.decided(rule, decision)
   }
 
-  private endTimed(observer: DecisionObserver, rule: Rule, decision: Decision, startedAt: number): void {
-    observer.decided(rule, decision, (performance.now() - startedAt) / 1000)
+  private endTimed(observer: DecisionObserver, startedAt: number): void {
+    observer.timed?.((performance.now() - startedAt) / 1000)
   }
 
   storeFailed(kind: StoreErrorKind): void {
@@ -101,8 +100,12 @@ class EveryObserver implements DecisionObserver {
 
   constructor(private readonly observers: readonly DecisionObserver[]) {}
 
-  decided(rule: Rule, decision: Decision, seconds: number): void {
-    for (const observer of this.observers) observer.decided(rule, decision, seconds)
+  decided(rule: Rule, decision: Decision): void {
+    for (const observer of this.observers) observer.decided(rule, decision)
+  }
+
+  timed(seconds: number): void {
+    for (const observer of this.observers) observer.timed?.(seconds)
   }
 
   storeFailed(kind: StoreErrorKind): void {
@@ -121,6 +124,11 @@ function checkObserver(observer: unknown): asserts observer is DecisionObserver 
   if (typeof timeEvery !== 'number' || !Number.isSafeInteger(timeEvery) || timeEvery < 0) {
     throw new TollgateArgumentError(
       `limiter.observe: the observer's timeEvery must be a whole number ≥ 0 (0: time no decision), got ${describeValue(timeEvery)}`,
+    )
+  }
+  if (timeEvery > 0 && typeof candidate.timed !== 'function') {
+    throw new TollgateArgumentError(
+      `limiter.observe: an observer with timeEvery ${timeEvery} needs a timed(seconds) method to take the times, got ${describeValue(candidate.timed)}`,
     )
   }
 }
