@@ -84,5 +84,7 @@ export function configOf(quick: boolean): BenchConfig {
 }
 
 export const LIMIT_NEVER_REACHED = 1_000_000_000
+/** The hot key's limit over a period in the over-limit scenario: reached within the first turns of a measurement. */
+export const LIMIT_OVER = 100
 export const PERIOD_MS = 60_000
 export const IDENTIFIER_COUNT = 10_000

@@ -1,11 +1,13 @@
 import { IDENTIFIER_COUNT } from './config.js'
 import type { RuleShape } from './contenders/contender.js'
 
-export type KeySpread = 'many' | 'hot'
+/** `hot-over-limit`: one hot key whose limit is far below what is asked of it, so that nearly every decision refuses. */
+export type KeySpread = 'many' | 'hot' | 'hot-over-limit'
 
 export const KEY_SPREAD_LABEL: Readonly<Record<KeySpread, string>> = {
   many: '10,000 identifiers',
   hot: 'one hot key',
+  'hot-over-limit': 'one hot key over its limit',
 }
 
 export const SHAPE_LABEL: Readonly<Record<RuleShape, string>> = {
@@ -22,7 +24,7 @@ const hotPair = ['ip:203.0.113.7', 'user:42']
 
 /** The identifiers of the i-th decision: an IP (and, for two-by-two, that client's user), cycling through 10,000 clients or always the same one. */
 export function identifiersOf(shape: RuleShape, spread: KeySpread): (i: number) => readonly string[] {
-  if (spread === 'hot') {
+  if (spread !== 'many') {
     const hot = shape === 'one-window' ? hotSingle : hotPair
     return () => hot
   }

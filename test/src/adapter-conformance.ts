@@ -457,6 +457,37 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
       })
     })
 
+    describe('a rule mounted twice', () => {
+      // Regression: the same rule on the app and again on the route charged each request twice,
+      // silently, so at a limit of 4 only 2 requests passed.
+      it('charges each request once, refuses the 5th of 4, and warns once naming the rule and route', async () => {
+        const limiter = limiterOf({ api: { windows: [{ limit: 4, period: '10s' }] } })
+        const warnings: Array<{ message: string; code: string }> = []
+        const http = await serve([
+          {
+            method: 'GET',
+            path: '/twice',
+            rateLimit: { limiter, rule: 'api', onWarning: (message, code) => warnings.push({ message, code }) },
+            mountedTwice: true,
+          },
+        ])
+
+        for (let i = 0; i < 4; i++) {
+          const passed = await http.get(`/twice?page=${i}`)
+          expect(passed.status).toBe(200)
+          expect(list(passed, 'ratelimit')).toEqual([{ name: 'api-10s', params: { r: 3 - i, t: 10 } }])
+        }
+        expect(await left(limiter, 'api')).toBe(0)
+        const refused = await http.get('/twice')
+        expect(refused.status).toBe(429)
+        expect(problemOf(refused)).toMatchObject({ 'violated-policies': ['api-10s'] })
+        expect(warnings).toEqual([{ code: 'TG_RULE_APPLIED_TWICE', message: expect.stringContaining("rule 'api'") }])
+        expect(warnings[0]?.message).toContain('GET /twice ')
+        expect(warnings[0]?.message).not.toContain('page=')
+        expect(warnings[0]?.message).toContain('remove one of the two applications')
+      })
+    })
+
     describe('cost', () => {
       // Regression: an upload larger than the window ever admits was a 429 without Retry-After, which
       // clients retry with backoff for nothing; 413 is a status they do not retry.

@@ -21,6 +21,12 @@ export interface HarnessRoute {
   throws?: boolean
   /** Its handler never answers: the request ends when the client goes away. */
   hangs?: boolean
+  /**
+   * Its `rateLimit` is applied a second time to each request, as an app may by mistake: Express
+   * and Koa on the app before the route's own, Fastify by `fastify.tollgate.check` in a
+   * `preHandler` besides the plugin's hook.
+   */
+  mountedTwice?: boolean
 }
 
 /** What a handler told to throw throws: a 502 as each framework reads a status from an error. */

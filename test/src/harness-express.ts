@@ -22,6 +22,7 @@ export const makeExpressHarness: MakeHarness = async ({ routes, trustProxy, erro
   // Express needs nothing to wait for the client to leave: a response never ended stays open.
   const hanging: RequestHandler = () => {}
   for (const route of routes) {
+    if (route.rateLimit && route.mountedTwice) app.use(route.path, rateLimit(route.rateLimit))
     const middleware = route.rateLimit ? [rateLimit(route.rateLimit)] : []
     const handle = route.throws ? failing : route.hangs ? hanging : handler
     if (route.method === 'GET') app.get(route.path, ...middleware, handle)

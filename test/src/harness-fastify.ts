@@ -1,6 +1,13 @@
 import { once } from 'node:events'
+import type { RateLimitVerdict } from '@tollgate/core'
 import tollgate from '@tollgate/fastify'
-import Fastify, { type FastifyInstance, type RouteHandler } from 'fastify'
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type preHandlerAsyncHookHandler,
+  type RouteHandler,
+} from 'fastify'
 import supertest from 'supertest'
 import {
   type ErrorBody,
@@ -24,6 +31,20 @@ const hanging: RouteHandler = async (_request, reply) => {
 }
 
 const handlerOf = (route: HarnessRoute) => (route.throws ? failing : route.hangs ? hanging : handler)
+
+type Check = (request: FastifyRequest, reply: FastifyReply) => Promise<RateLimitVerdict>
+
+/** A route's limit applied a second time, by hand, its verdict applied as the plugin's hook applies one. */
+function secondApplication(route: HarnessRoute, check: Check): { preHandler?: preHandlerAsyncHookHandler } {
+  if (!route.rateLimit || !route.mountedTwice) return {}
+  return {
+    preHandler: async (request, reply) => {
+      const verdict = await check(request, reply)
+      reply.headers(verdict.headers)
+      if (verdict.action === 'respond') return reply.code(verdict.status).type(verdict.contentType).send(verdict.body)
+    },
+  }
+}
 
 function appFor({ trustProxy, errorHandler }: HarnessOptions): FastifyInstance {
   const app = Fastify({ trustProxy: trustProxy === 'not-the-peer' ? '10.0.0.1' : trustProxy })
@@ -54,6 +75,7 @@ export const makeFastifyHarness: MakeHarness = async (options) => {
       method: route.method,
       url: route.path,
       ...(route.rateLimit ? { config: { rateLimit: route.rateLimit } } : {}),
+      ...secondApplication(route, (request, reply) => app.tollgate.check(request, route.rateLimit, reply)),
       handler: handlerOf(route),
     })
   }
@@ -69,7 +91,12 @@ export const makeFastifyScopedHarness: MakeHarness = async (options) => {
   for (const route of options.routes) {
     await app.register(async (scope) => {
       if (route.rateLimit) await scope.register(tollgate, route.rateLimit)
-      scope.route({ method: route.method, url: route.path, handler: handlerOf(route) })
+      scope.route({
+        method: route.method,
+        url: route.path,
+        ...secondApplication(route, (request, reply) => scope.tollgate.check(request, undefined, reply)),
+        handler: handlerOf(route),
+      })
     })
   }
   return listen(app)

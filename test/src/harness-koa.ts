@@ -42,6 +42,10 @@ export const makeKoaHarness: MakeHarness = async ({ routes, trustProxy, errorHan
     await once(ctx.res, 'close')
   }
   for (const route of routes) {
+    if (route.rateLimit && route.mountedTwice) {
+      const onTheApp = rateLimit(route.rateLimit)
+      app.use((ctx, next) => (ctx.path === route.path ? onTheApp(ctx, next) : next()))
+    }
     const middleware = route.rateLimit ? [rateLimit(route.rateLimit)] : []
     const handle = route.throws ? failing : route.hangs ? hanging : handler
     if (route.method === 'GET') router.get(route.path, ...middleware, handle)

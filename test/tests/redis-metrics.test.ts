@@ -43,7 +43,8 @@ describe('Prometheus metrics on a RedisStore', () => {
     const registry = new Registry()
     const windows = [{ limit: 2, period: '60s' }] satisfies WindowOptions[]
     const limiter = limiterOn(
-      new RedisStore({ client: redis, prefix: `metrics${prefixes++}:` }),
+      // Every decision goes to Redis: a refusal held in the process would answer 'api' without it.
+      new RedisStore({ client: redis, prefix: `metrics${prefixes++}:`, refusalCache: false }),
       {
         api: { algorithm: 'fixed-window', windows },
         login: { algorithm: 'fixed-window', windows, onStoreError: 'deny' },

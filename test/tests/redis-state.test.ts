@@ -102,7 +102,8 @@ describe('the Redis state decoder reads what the decide script writes', () => {
   })
 
   function storeFor(clock: ManualClock, prefix: string): RedisStore {
-    return new RedisStore({ client, clock: clock.now, prefix: `state:${process.pid}:${prefix}:` })
+    // The script's answers are the subject: none is held in the process.
+    return new RedisStore({ client, clock: clock.now, prefix: `state:${process.pid}:${prefix}:`, refusalCache: false })
   }
 
   async function storedLog(key: string): Promise<SlidingLogEntry[]> {

@@ -44,18 +44,30 @@ describe('MemoryStore and RedisStore decide identically', () => {
       },
       root: { algorithm, windows: [{ limit: 80, period: '30s' }] },
     } satisfies RulesOptions
+    // Every decision asks Redis (refusalCache: false): the script against the model is the
+    // subject, and a refusal held in the process keeps Redis's figures of that moment.
     // A split decision takes a round trip per slot; on a busy machine that can outlast the
     // default bound, and a timeout would be a difference in the decision, not in the state.
     const storeTimeoutMs = 30_000
     const limiters: Limiter[] = [
       createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
       createLimiter({
-        store: new RedisStore({ client, clock: clock.now, prefix: `equivalence:${process.pid}:${algorithm}:` }),
+        store: new RedisStore({
+          client,
+          clock: clock.now,
+          prefix: `equivalence:${process.pid}:${algorithm}:`,
+          refusalCache: false,
+        }),
         rules,
         storeTimeoutMs,
       }),
       createLimiter({
-        store: new RedisStore({ client: splitting, clock: clock.now, prefix: `split:${process.pid}:${algorithm}:` }),
+        store: new RedisStore({
+          client: splitting,
+          clock: clock.now,
+          prefix: `split:${process.pid}:${algorithm}:`,
+          refusalCache: false,
+        }),
         rules,
         storeTimeoutMs,
       }),
@@ -120,7 +132,12 @@ describe('MemoryStore and RedisStore decide one-window rules identically', () =>
     const limiters: Limiter[] = [
       createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
       createLimiter({
-        store: new RedisStore({ client, clock: clock.now, prefix: `one-window:${process.pid}:${algorithm}:` }),
+        store: new RedisStore({
+          client,
+          clock: clock.now,
+          prefix: `one-window:${process.pid}:${algorithm}:`,
+          refusalCache: false,
+        }),
         rules,
       }),
     ]
@@ -188,7 +205,12 @@ describe('MemoryStore and RedisStore decide large quotas identically', () => {
     const limiters: Limiter[] = [
       createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules, onWarning: () => {} }),
       createLimiter({
-        store: new RedisStore({ client, clock: clock.now, prefix: `large:${process.pid}:${algorithm}:` }),
+        store: new RedisStore({
+          client,
+          clock: clock.now,
+          prefix: `large:${process.pid}:${algorithm}:`,
+          refusalCache: false,
+        }),
         rules,
         onWarning: () => {},
         // A busy machine must not turn a slow answer into a difference.
@@ -279,7 +301,12 @@ describe('MemoryStore and RedisStore shed identically', () => {
         random: seededUniform(seed),
       }),
       createLimiter({
-        store: new RedisStore({ client, clock: clock.now, prefix: `shed:${process.pid}:${algorithm}:` }),
+        store: new RedisStore({
+          client,
+          clock: clock.now,
+          prefix: `shed:${process.pid}:${algorithm}:`,
+          refusalCache: false,
+        }),
         rules,
         storeTimeoutMs,
         random: seededUniform(seed),
@@ -289,6 +316,7 @@ describe('MemoryStore and RedisStore shed identically', () => {
           client: splitting,
           clock: clock.now,
           prefix: `shed-split:${process.pid}:${algorithm}:`,
+          refusalCache: false,
         }),
         rules,
         storeTimeoutMs,
@@ -336,7 +364,12 @@ describe('MemoryStore and RedisStore shed identically', () => {
     const plain = { r: { windows: [{ limit: 10, period: '10s' }] } } satisfies RulesOptions
     const stores = [
       new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
-      new RedisStore({ client: splitting, clock: clock.now, prefix: `shed-limit:${process.pid}:${shedding}:` }),
+      new RedisStore({
+        client: splitting,
+        clock: clock.now,
+        prefix: `shed-limit:${process.pid}:${shedding}:`,
+        refusalCache: false,
+      }),
     ]
     for (const store of stores) {
       const fill = createLimiter({ store, rules: plain })

@@ -1,4 +1,4 @@
-import { type BenchConfig, LIMIT_NEVER_REACHED, PERIOD_MS } from '../config.js'
+import { type BenchConfig, LIMIT_NEVER_REACHED, LIMIT_OVER, PERIOD_MS } from '../config.js'
 import type { Contender, Decider, RuleShape } from '../contenders/contender.js'
 import { CONTENDERS } from '../contenders/index.js'
 import { driveFor } from '../drive.js'
@@ -32,6 +32,8 @@ export function decisionScenarios(config: BenchConfig): DecisionScenario[] {
   for (const shape of ['one-window', 'two-by-two'] as const)
     for (const spread of ['many', 'hot'] as const)
       for (const inFlight of config.decisions.inFlight) scenarios.push({ shape, spread, inFlight })
+  // An attacker hammering one key it is refused on, at the concurrency the targets are set at.
+  scenarios.push({ shape: 'one-window', spread: 'hot-over-limit', inFlight: Math.max(...config.decisions.inFlight) })
   return scenarios
 }
 
@@ -67,7 +69,7 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
         await contender.setup({
           client: contender.store === 'redis' || contender.syncsWithRedis ? client : undefined,
           shape: scenario.shape,
-          limit: LIMIT_NEVER_REACHED,
+          limit: scenario.spread === 'hot-over-limit' ? LIMIT_OVER : LIMIT_NEVER_REACHED,
           periodMs: PERIOD_MS,
         }),
       )

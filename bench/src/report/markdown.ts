@@ -1,3 +1,4 @@
+import { LIMIT_OVER } from '../config.js'
 import { labelOf, type RuleShape } from '../contenders/contender.js'
 import { CONTENDERS } from '../contenders/index.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
@@ -56,7 +57,7 @@ function decisionsSection(results: BenchResults): string {
   if (results.decisions.length === 0) return ''
   const parts = ['## 1. Decisions per second at the library API']
   parts.push(
-    `Each decision is the library's own call (below), with a limit of ${integer(1e9)} per minute so that nothing is refused. "In flight" is how many callers each await their decision before making the next. 10,000 identifiers cycle through \`ip:10.0.x.y\` (for 2 × 2 with \`user:<n>\` alongside); one hot key sends every decision to the same identifier. The ratio is to the fastest incumbent on the same store in the same scenario (for the 2 × 2 rule: the fastest incumbent's 1-window figure, since no incumbent can express that rule in one call).`,
+    `Each decision is the library's own call (below), with a limit of ${integer(1e9)} per minute so that nothing is refused, except in the column *one hot key over its limit*, where the limit is ${integer(LIMIT_OVER)} per minute and nearly every decision refuses (a client hammering a key it is refused on; Redis is flushed before each measurement, so its first ${integer(LIMIT_OVER)} are admitted). "In flight" is how many callers each await their decision before making the next. 10,000 identifiers cycle through \`ip:10.0.x.y\` (for 2 × 2 with \`user:<n>\` alongside); one hot key sends every decision to the same identifier. The ratio is to the fastest incumbent on the same store in the same scenario (for the 2 × 2 rule: the fastest incumbent's 1-window figure, since no incumbent can express that rule in one call).`,
   )
   for (const shape of ['one-window', 'two-by-two'] as const) {
     const scenarios = scenariosOf(results, shape)

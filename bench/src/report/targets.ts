@@ -1,3 +1,4 @@
+import { LIMIT_OVER } from '../config.js'
 import { labelOf } from '../contenders/contender.js'
 import type { LatencyCell } from '../measures/latency.js'
 import { medianOf } from '../measures/metrics-cost.js'
@@ -65,6 +66,37 @@ function decisionTargets(results: BenchResults): TargetRow[] {
     }
   }
   return rows
+}
+
+/** Refusals answered in the process: a key hammered over its limit costs Redis next to nothing. */
+const OVER_LIMIT_REQUIRED = 10
+
+function overLimitTargets(results: BenchResults): TargetRow[] {
+  const scenario = {
+    shape: 'one-window',
+    spread: 'hot-over-limit',
+    inFlight: Math.max(...results.config.decisions.inFlight),
+  } as const
+  const best = fastestIncumbent(results.decisions, 'redis', scenario)
+  if (!best) return []
+  const bestRate = median(best.perSecond)
+  const cells = tollgateIds('redis').flatMap((id) => {
+    const cell = results.decisions.find((c) => c.contender === id && sameScenario(c, scenario))
+    return cell ? [cell] : []
+  })
+  if (cells.length === 0) return []
+  const ratios = cells.map((cell) => median(cell.perSecond) / bestRate)
+  const worst = Math.min(...ratios)
+  const met = ratios.filter((r) => r >= OVER_LIMIT_REQUIRED).length
+  const incumbent = contenderOf(best.contender)
+  return [
+    {
+      target: `decisions/s, ${scenario.inFlight} in flight, ${KEY_SPREAD_LABEL[scenario.spread]} (${LIMIT_OVER} per minute), Redis: Tollgate ≥ ${OVER_LIMIT_REQUIRED}× the fastest incumbent (${incumbent.library}, ${integer(bestRate)}/s, ${decimal(median(best.redisCpuUs), 2)} µs of Redis CPU per decision)`,
+      measured: `${cells.map((cell, i) => `${algorithmOf(cell.contender)} ${ratio(ratios[i] as number)} (Redis ${decimal(median(cell.redisCpuUs), 3)} µs)`).join(', ')} (${met} of ${cells.length} met)`,
+      ratio: worst / OVER_LIMIT_REQUIRED,
+      met: met === cells.length,
+    },
+  ]
 }
 
 /** One in-process decision, 1 window × 1 identifier, awaited alone. */
@@ -256,6 +288,7 @@ function metricsTargets(results: BenchResults): TargetRow[] {
 export function targetsOf(results: BenchResults): TargetRow[] {
   return [
     ...decisionTargets(results),
+    ...overLimitTargets(results),
     ...latencyTargets(results),
     ...roundTripTargets(results),
     ...httpTargets(results),

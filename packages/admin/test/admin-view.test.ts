@@ -177,6 +177,9 @@ describe('resets', () => {
     )
     expect(response.status).toBe(200)
     expect(await response.json()).toEqual({ reset: true, rule: 'login', identifier: 'ip:203.0.113.*' })
+    // The process held Redis's refusal (its refusal cache) and keeps it for up to maxHoldMs.
+    expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(false)
+    clock.advance(1_000)
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
   })
 

@@ -16,6 +16,8 @@ import type { TollgateError } from './errors.js'
  * - `degraded-local`: a HybridStore whose syncs stopped reaching Redis decided on this process's
  *   own count against its outage policy's limits (`'local-share'`, `'local-full'`); `error` says
  *   since when.
+ * - `overloaded`: refused without asking the store, because the limiter already had its
+ *   `backlog.max` decisions waiting for it (`backlog.whenFull: 'refuse'`); `windows` is empty.
  */
 export type DecisionReason =
   | 'ok'
@@ -26,6 +28,7 @@ export type DecisionReason =
   | 'store-error-denied'
   | 'local-fallback'
   | 'degraded-local'
+  | 'overloaded'
 
 export interface WindowState {
   /** The rule this window belongs to: the decision's own rule or one of its parents. @example 'auth.createToken' */

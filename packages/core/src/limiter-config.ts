@@ -7,6 +7,7 @@ import { type LiveRulesSource, liveSourceOf } from './live-rules/source.js'
 import { checkOptionsObject, optionKeys } from './option-objects.js'
 import { processWarning } from './process-warning.js'
 import { type LiveResolution, type Rule, type RulesOptions, resolveRules, type WarningHandler } from './rules.js'
+import { type BacklogOptions, type BacklogSettings, backlogSettingsOf } from './store-backlog.js'
 import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
 import { storeTimeoutOf } from './store-wait.js'
 import type { Store } from './stores/store.js'
@@ -61,6 +62,16 @@ export interface LimiterOptions<Rules extends RulesOptions | LiveRules = RulesOp
    */
   breaker?: CircuitBreakerOptions
   /**
+   * The most decisions waiting for the store at once, and what a decision does past it: refused
+   * with reason `overloaded` (the adapters answer 503), or queued in the process until one ends.
+   * Never let through unlimited. A flood is decided by the store as long as it answers: time a
+   * decision spends queued in the process or behind other commands that Redis is answering does
+   * not count toward `storeTimeoutMs`.
+   * @default { max: 20000, whenFull: 'refuse' }
+   * @example createLimiter({ rules, backlog: { max: 50_000, whenFull: 'wait' } })
+   */
+  backlog?: BacklogOptions
+  /**
    * Shadow mode for every rule (Envoy's `shadow_mode`): decisions never refuse; one that would
    * is allowed with reason `dry-run` and `retryAfterMs` 0, its windows still marking which one
    * refused, and charges nothing. A rule's `dryRun` overrides it, and a call's `dryRun`
@@ -99,6 +110,7 @@ export interface LimiterConfig {
   /** Warnings the rules gave so far, so that a rule set resolved again does not repeat them. */
   readonly warned: Set<string>
   readonly breaker: BreakerSettings
+  readonly backlog: BacklogSettings
   readonly storeTimeoutMs: number
   /** What a call without options gets, one object for every such call. */
   readonly callDefaults: CallSettings
@@ -111,6 +123,7 @@ const OPTION_KEYS = optionKeys<LimiterOptions>({
   onStoreError: true,
   storeTimeoutMs: true,
   breaker: true,
+  backlog: true,
   dryRun: true,
   random: true,
 })
@@ -147,6 +160,7 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     'createLimiter option storeTimeoutMs',
   )
   const breaker = breakerSettingsOf(options.breaker)
+  const backlog = backlogSettingsOf(options.backlog)
   const warned = new Set<string>()
   const warn: WarningHandler = (message, code) => {
     warned.add(message)
@@ -174,6 +188,7 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     onWarning: onWarning as WarningHandler,
     warned,
     breaker,
+    backlog,
     storeTimeoutMs,
     callDefaults: { cost: 1, dryRun: undefined, onStoreError: undefined, storeTimeoutMs },
   }

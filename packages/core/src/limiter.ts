@@ -62,7 +62,7 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
   const events = new EventEmitter<LimiterEvents>()
   // Made only once everything else is valid, so a config error leaves no sweep timer behind.
   const store: Store = config.store ?? new MemoryStore()
-  const caller = new StoreCaller(store, config.breaker, events, config.onWarning)
+  const caller = new StoreCaller(store, config.breaker, config.backlog, events, config.onWarning)
   const { live } = config
   const stopFollowing = live?.follow(
     follower(config, events, (next) => {

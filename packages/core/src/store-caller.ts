@@ -7,6 +7,7 @@ import { FailOpenNotice } from './fail-open-notice.js'
 import type { RuleRejection, RulesChange } from './live-rules/source.js'
 import { NOT_OBSERVED, Observers, TIMED } from './metrics/observers.js'
 import type { WarningHandler } from './rules.js'
+import { type BacklogSettings, overloadedDecision } from './store-backlog.js'
 import { storeFailureDecision } from './store-error-policy.js'
 import { asStoreError, isStoreDown, storeErrorKindOf } from './store-errors.js'
 import { StoreWait, type WaitHandler } from './store-wait.js'
@@ -43,6 +44,11 @@ export class StoreCaller {
   private readonly evaluateInto: Store['evaluateInto']
   private readonly recentError: (() => Error | undefined) | undefined
   private inFlight = 0
+  /** Decisions waiting for the store, bounded by `backlog.max`. */
+  private waiting = 0
+  /** Decisions queued for room in the backlog (`whenFull: 'wait'`), oldest first. */
+  private readonly queued: QueuedDecision[] = []
+  private overloadWarned = false
   private drained: (() => void) | undefined
   private closed: Promise<void> | undefined
   /** The in-process store of the `'local'` policy, from the first failure until the breaker closes. */
@@ -51,8 +57,9 @@ export class StoreCaller {
   constructor(
     private readonly store: Store,
     breaker: BreakerSettings,
+    private readonly backlog: BacklogSettings,
     private readonly events: EventEmitter<LimiterEvents>,
-    warn: WarningHandler,
+    private readonly warn: WarningHandler,
   ) {
     this.breaker = new CircuitBreaker(breaker, (change) => {
       // Back on the shared store: counts made alone during the outage no longer apply.
@@ -94,33 +101,75 @@ export class StoreCaller {
         return Promise.reject(error)
       }
     }
-    if (!this.breaker.tryAcquire()) {
-      try {
-        this.observers.storeFailed('breaker_open')
-        return Promise.resolve(this.delivered(plan, this.decisionWithoutStore(plan, this.breakerOpenError()), observed))
-      } catch (error) {
-        return Promise.reject(error)
+    if (this.waiting >= this.backlog.max && this.breaker.current === 'closed') {
+      if (this.backlog.whenFull === 'refuse') {
+        this.noticeOverload()
+        try {
+          return Promise.resolve(this.delivered(plan, overloadedDecision(plan.rule.name, plan.cost), observed))
+        } catch (error) {
+          return Promise.reject(error)
+        }
       }
+      this.inFlight++
+      return new Promise<Decision>((resolve, reject) => {
+        this.queued.push({ plan, resolve, reject, observed })
+      })
     }
     this.inFlight++
-    return new Promise<Decision>((resolve, reject) => {
-      const wait = new StoreWait<StoreResult>(
-        plan.storeTimeoutMs,
-        new PendingDecision(this, plan, resolve, reject, observed),
-      )
-      const { request } = plan
+    return new Promise<Decision>((resolve, reject) => this.ask(plan, resolve, reject, observed))
+  }
+
+  /** Asks the store for the decision, unless the breaker is open. The call is counted in flight. */
+  private ask(
+    plan: DecisionPlan,
+    resolve: (decision: Decision) => void,
+    reject: (error: unknown) => void,
+    observed: number,
+  ): void {
+    if (!this.breaker.tryAcquire()) {
+      this.callEnded()
       try {
-        if (this.evaluateInto) this.evaluateInto(request, wait)
-        else {
-          this.store.evaluate(request).then(
-            (result) => wait.answer(result),
-            (error: unknown) => wait.fail(error),
-          )
-        }
-      } catch (cause) {
-        wait.fail(cause)
+        this.observers.storeFailed('breaker_open')
+        resolve(this.delivered(plan, this.decisionWithoutStore(plan, this.breakerOpenError()), observed))
+      } catch (error) {
+        reject(error)
       }
-    })
+      return
+    }
+    this.waiting++
+    const wait = new StoreWait<StoreResult>(
+      plan.storeTimeoutMs,
+      new PendingDecision(this, plan, resolve, reject, observed),
+    )
+    const { request } = plan
+    try {
+      if (this.evaluateInto) this.evaluateInto(request, wait)
+      else {
+        this.store.evaluate(request).then(
+          (result) => wait.answer(result),
+          (error: unknown) => wait.fail(error),
+        )
+      }
+    } catch (cause) {
+      wait.fail(cause)
+    }
+  }
+
+  /** A decision that waited for the store ended: the oldest one queued for room takes its place. */
+  decisionEnded(): void {
+    this.waiting--
+    this.callEnded()
+    const next = this.queued.shift()
+    if (next !== undefined) this.ask(next.plan, next.resolve, next.reject, next.observed)
+  }
+
+  private noticeOverload(): void {
+    if (this.overloadWarned) return
+    this.overloadWarned = true
+    this.warn(
+      `${this.backlog.max} decisions were waiting for the store, the limiter's backlog.max: further decisions are refused with reason 'overloaded' (HTTP 503) until some end. Raise backlog.max if the process has the memory, or set backlog.whenFull to 'wait'`,
+      'TG_BACKLOG_FULL',
+    )
   }
 
   /** Forgets exactly these targets. Failures reject (code `TG_STORE`), after `timeoutMs` at the latest. */
@@ -305,7 +354,6 @@ class PendingDecision implements WaitHandler<StoreResult> {
   /** The decision of the store's answer (`answered`) or of its failure, to the decision's promise. */
   private settle(answered: boolean, outcome: unknown): void {
     const { caller, plan } = this
-    caller.callEnded()
     let decision: Decision
     try {
       const made = answered
@@ -315,6 +363,8 @@ class PendingDecision implements WaitHandler<StoreResult> {
     } catch (error) {
       this.reject(error)
       return
+    } finally {
+      caller.decisionEnded()
     }
     this.resolve(decision)
   }
@@ -351,4 +401,12 @@ class PendingReset implements WaitHandler<void> {
       this.reject(listenerError)
     }
   }
+}
+
+/** A decision queued for room in the backlog. */
+interface QueuedDecision {
+  plan: DecisionPlan
+  resolve: (decision: Decision) => void
+  reject: (error: unknown) => void
+  observed: number
 }

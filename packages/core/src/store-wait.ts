@@ -1,4 +1,6 @@
+import { setImmediate } from 'node:timers'
 import { describeValue, TollgateError } from './errors.js'
+import type { ReplyWatch } from './stores/store.js'
 
 /** Past about a minute a "bounded" wait bounds nothing. */
 export function storeTimeoutOf(value: unknown, Failure: new (message: string) => Error, what: string): number {
@@ -20,7 +22,13 @@ export interface WaitHandler<T> {
  * Waits of one length begun within the same millisecond share one timer: under load each
  * millisecond starts many decisions (an HTTP server, one per request, each in a tick of its
  * own), and a timer each would cost more than an in-memory decision. A wait that joins a cohort
- * begun up to a millisecond before it may therefore expire up to a millisecond early, never late.
+ * begun up to a millisecond before it may therefore be judged up to a millisecond early.
+ *
+ * The timer only asks the waits to judge themselves, and not at once: timers run before the
+ * event loop reads its sockets, so after a turn that kept the process busy past the bound, the
+ * replies that came meanwhile are still unread. The waits judge once the loop has read them
+ * (`setImmediate` runs after the poll phase), from `node:timers`, which test fake timers leave
+ * alone.
  */
 class Cohort {
   /** Once every wait has settled the timer is gone: later waits need a cohort of their own. */
@@ -37,7 +45,9 @@ class Cohort {
     this.timer = setTimeout(() => {
       this.done = true
       const waits = this.waits.splice(0)
-      for (const wait of waits) wait.expire()
+      setImmediate(() => {
+        for (const wait of waits) wait.judge()
+      })
     }, timeoutMs)
   }
 
@@ -83,15 +93,20 @@ function cohortOf(timeoutMs: number): Cohort {
 }
 
 /**
- * One bounded wait for the store: hands its answer to the handler, or its failure, unless
- * `timeoutMs` passes first; the handler then gets a TG_STORE timeout error, and a later answer
- * goes to `late`. A store that takes a receiver is given the wait itself, so that a decision
- * waits with one object rather than a promise, its continuations and their closures. The work
- * itself cannot be cancelled (a command already sent to Redis will still be answered).
+ * One bounded wait for the store: hands its answer to the handler, or its failure, unless the
+ * store is silent for `timeoutMs` first; the handler then gets a TG_STORE timeout error, and a
+ * later answer goes to `late`. Once the store says the request is on the wire (`sent`), the bound
+ * runs on that connection's silence: a request queued behind others that Redis keeps answering
+ * waits on, and one whose connection said nothing for `timeoutMs` fails. Before that, or for a
+ * store that never says so, the bound runs from the wait's start. A store that takes a receiver
+ * is given the wait itself, so that a decision waits with one object rather than a promise, its
+ * continuations and their closures. The work itself cannot be cancelled (a command already sent
+ * to Redis will still be answered).
  */
 export class StoreWait<T> {
   private state: 'waiting' | 'answered' | 'expired' = 'waiting'
-  private readonly cohort: Cohort
+  private cohort: Cohort
+  private watch: ReplyWatch | undefined = undefined
 
   constructor(
     private readonly timeoutMs: number,
@@ -99,6 +114,10 @@ export class StoreWait<T> {
   ) {
     this.cohort = cohortOf(timeoutMs)
     this.cohort.add(this as StoreWait<never>)
+  }
+
+  sent(watch: ReplyWatch): void {
+    this.watch = watch
   }
 
   answer(value: T): void {
@@ -119,9 +138,21 @@ export class StoreWait<T> {
     this.handler.failed(error)
   }
 
-  /** Called by the cohort's timer. */
-  expire(): void {
+  /**
+   * Called once the cohort's time is up: fails the wait if its connection has been silent that
+   * long (or, not on the wire, if that long has passed), else waits out the rest of the bound.
+   */
+  judge(): void {
     if (this.state !== 'waiting') return
+    if (this.watch !== undefined) {
+      const silentMs = this.watch.silentMs(performance.now())
+      // A cohort may be judged up to a millisecond early: the same allowance here.
+      if (silentMs < this.timeoutMs - 1) {
+        this.cohort = cohortOf(Math.ceil(this.timeoutMs - silentMs))
+        this.cohort.add(this as StoreWait<never>)
+        return
+      }
+    }
     this.state = 'expired'
     const error = new TollgateError('TG_STORE', `the store did not answer within ${this.timeoutMs} ms`)
     timeouts.add(error)

@@ -9,7 +9,7 @@ import type { ClientView, RateLimitOptions } from '../src/http/rate-limit-option
 import { createLimiter, type Limiter } from '../src/limiter.js'
 import type { RulesOptions, WindowOptions } from '../src/rules.js'
 import { MemoryStore } from '../src/stores/memory-store.js'
-import type { Store } from '../src/stores/store.js'
+import type { Store, StoreResult } from '../src/stores/store.js'
 
 const T = 1_763_712_000_000
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
@@ -777,6 +777,37 @@ describe('createRateLimit: store failure', () => {
       expect(Object.keys(verdict.headers)).toEqual(['Retry-After'])
     }
     expect(onLimited).not.toHaveBeenCalled()
+  })
+
+  it("answers 503 with Retry-After to a request refused for a full backlog (reason 'overloaded'), without calling onLimited", async () => {
+    const onLimited = vi.fn()
+    const answers: Array<(result: StoreResult) => void> = []
+    const waiting: Store = {
+      evaluate: () => new Promise((resolve) => answers.push(resolve)),
+      reset: async () => {},
+      close: async () => {},
+    }
+    const limiter = createLimiter({
+      store: waiting,
+      rules: { api: { windows: ONE_PER_MINUTE } },
+      backlog: { max: 1 },
+      onWarning: () => {},
+    })
+    opened.push(limiter)
+    const limit = rateLimit({ limiter, rule: 'api', onLimited })
+    const first = limit.check({}, view())
+    const verdict = await limit.check({}, view())
+    expect(verdict).toMatchObject({
+      action: 'respond',
+      status: 503,
+      contentType: 'application/problem+json',
+      headers: { 'Retry-After': '1' },
+      problem: { type: 'about:blank', status: 503, 'retry-after': 1 },
+      decision: { allowed: false, reason: 'overloaded', retryAfterMs: 1_000 },
+    })
+    expect(onLimited).not.toHaveBeenCalled()
+    answers[0]?.({ allowed: true, nowMs: 0, windows: [{ remaining: 0, resetAtMs: 60_000, fitsAtMs: 0 }] })
+    expect(await first).toMatchObject({ action: 'continue', decision: { reason: 'ok' } })
   })
 
   it("overrides a passed-in limiter's policy", async () => {

@@ -48,6 +48,9 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
       proxyTrusted: Boolean(req.app.get('trust proxy')),
       socketAddress: req.socket.remoteAddress,
       response: res,
+      method: req.method,
+      // req.url loses the path a router is mounted at.
+      url: req.originalUrl,
     })
     if (verdict instanceof Promise) {
       // Express 4 ignores a rejected promise, so the error is handed over rather than thrown.

@@ -13,5 +13,7 @@ export function requestView(request: FastifyRequest, reply?: FastifyReply): Requ
     proxyTrusted: 'ips' in request,
     socketAddress: request.socket.remoteAddress,
     response: reply?.raw,
+    method: request.method,
+    url: request.url,
   }
 }

@@ -61,6 +61,9 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
       proxyTrusted: Boolean(ctx.app.proxy),
       socketAddress: ctx.req.socket.remoteAddress,
       response: ctx.res,
+      method: ctx.method,
+      // koa-mount strips its path from ctx.url.
+      url: ctx.originalUrl,
     })
     if (verdict instanceof Promise) return verdict.then((settled) => applied(ctx, next, settled, throwError))
     return applied(ctx, next, verdict, throwError)

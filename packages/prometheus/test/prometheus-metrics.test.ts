@@ -64,6 +64,7 @@ const OUTCOME_OF: Record<DecisionReason, string> = {
   'store-error-denied': 'store_error_denied',
   'local-fallback': 'local_fallback',
   'degraded-local': 'degraded_local',
+  overloaded: 'overloaded',
 }
 
 let limiter: Limiter | undefined

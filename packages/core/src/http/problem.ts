@@ -72,3 +72,14 @@ export function storeUnavailableProblem(decision: Decision): ProblemDetails {
     'retry-after': retryAfterSeconds(decision) ?? null,
   }
 }
+
+/** The 503 body when the limiter had its whole backlog waiting for the store (reason `overloaded`). */
+export function overloadedProblem(decision: Decision): ProblemDetails {
+  return {
+    type: 'about:blank',
+    title: 'Service Unavailable',
+    status: 503,
+    detail: 'The rate limiter has more requests waiting for its store than it keeps; retry shortly.',
+    'retry-after': retryAfterSeconds(decision) ?? null,
+  }
+}

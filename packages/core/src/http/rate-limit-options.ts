@@ -174,8 +174,9 @@ export interface RateLimitOptions<Req> {
    * Receives one-time warnings, each with a code: `TG_UNTRUSTED_FORWARDED_FOR` and
    * `TG_FORWARDED_FOR_UNUSED` (`X-Forwarded-For` arrived, but the address decided on is the
    * connecting peer's), `TG_NO_CLIENT_ADDRESS`, `TG_UNPARSEABLE_CLIENT_ADDRESS`,
-   * `TG_UNUSABLE_IDENTIFIER`, `TG_REFUND_FAILED` (`countOnly` could not give a charge back), and
-   * the limiter's own.
+   * `TG_UNUSABLE_IDENTIFIER`, `TG_REFUND_FAILED` (`countOnly` could not give a charge back),
+   * `TG_RULE_APPLIED_TWICE` (a second middleware applied this rule to a request this limiter had
+   * charged already), and the limiter's own.
    * @default process.emitWarning
    */
   onWarning?: WarningHandler

@@ -10,10 +10,17 @@ import type { WarningHandler } from '../rules.js'
 import { storeErrorPolicyOf } from '../store-error-policy.js'
 import { storeTimeoutOf } from '../store-wait.js'
 import type { Store } from '../stores/store.js'
+import { appliedBefore, rememberApplied } from './applied-rules.js'
 import { type AddressFallback, clientAddressIdentifier } from './client-address.js'
 import { chargeSettler, countOnlyOf, type ObservedResponse } from './count-only.js'
 import { HEADERS_FORMATS, type HeaderOptions, QUOTA_UNITS, rateLimitHeaders } from './headers.js'
-import { type ProblemDetails, quotaExceededProblem, refusalStatus, storeUnavailableProblem } from './problem.js'
+import {
+  overloadedProblem,
+  type ProblemDetails,
+  quotaExceededProblem,
+  refusalStatus,
+  storeUnavailableProblem,
+} from './problem.js'
 import {
   type ClientView,
   type MaybePromise,
@@ -42,9 +49,18 @@ export interface RequestView {
   socketAddress?: string | undefined
   /**
    * The Node response the framework answers through (Express `res`, Fastify `reply.raw`, Koa
-   * `ctx.res`), watched for its status when `countOnly` is set. Without it every response counts.
+   * `ctx.res`): watched for its status when `countOnly` is set, and standing for the request, so
+   * that a rule of one limiter applied to it twice charges it once. Without it every response
+   * counts, and every application charges.
    */
   response?: ObservedResponse | undefined
+  /** The request's method, to name its route in a warning. */
+  method?: string | undefined
+  /**
+   * The URL the client asked for, before any router rewrote it (Express `originalUrl`, Fastify
+   * `request.url`, Koa `ctx.originalUrl`), to name its route in a warning, without the query.
+   */
+  url?: string | undefined
 }
 
 /**
@@ -185,19 +201,19 @@ export function createRateLimit<Req>(
     let ipIdentifier = NO_ADDRESS
     if (ip) ipIdentifier = clientAddressIdentifier(ip, ipv6Subnet, onAddressFallback)
     else if (!identify) warnOnce('no-address', NO_CLIENT_ADDRESS, 'TG_NO_CLIENT_ADDRESS')
-    if (!identify) return costed(request, view, ruleName, ipIdentifier)
+    if (!identify) return appliedOnce(request, view, ruleName, ipIdentifier)
     const client: ClientView = { ip, ipIdentifier }
     let returned: unknown
     try {
       returned = identify(request, client)
     } catch (error) {
-      return costed(request, view, ruleName, identifyFailed(error, client))
+      return appliedOnce(request, view, ruleName, identifyFailed(error, client))
     }
     if (!isThenable(returned))
-      return costed(request, view, ruleName, usableIdentifiers(returned, ipIdentifier, onUnusable))
+      return appliedOnce(request, view, ruleName, usableIdentifiers(returned, ipIdentifier, onUnusable))
     return Promise.resolve(returned).then(
-      (value) => costed(request, view, ruleName, usableIdentifiers(value, ipIdentifier, onUnusable)),
-      (error: unknown) => costed(request, view, ruleName, identifyFailed(error, client)),
+      (value) => appliedOnce(request, view, ruleName, usableIdentifiers(value, ipIdentifier, onUnusable)),
+      (error: unknown) => appliedOnce(request, view, ruleName, identifyFailed(error, client)),
     )
   }
 
@@ -207,6 +223,30 @@ export function createRateLimit<Req>(
     if ((error as { code?: unknown } | null)?.code !== 'TG_INVALID_ARGUMENT') throw error
     warnOnce('identify-threw', `${UNUSABLE_IDENTIFIER.threw}: ${(error as Error).message}`, 'TG_UNUSABLE_IDENTIFIER')
     return client.ipIdentifier
+  }
+
+  /**
+   * A rule this limiter already applied to the same request, for the same identifiers, answers
+   * with that verdict: charged once, `onLimited` told once, a `countOnly` charge settled once.
+   */
+  function appliedOnce(
+    request: Req,
+    view: RequestView,
+    ruleName: string,
+    identifiers: string | readonly string[],
+  ): MaybePromise<RateLimitVerdict> {
+    const { response } = view
+    if (response === undefined) return costed(request, view, ruleName, identifiers)
+    const earlier = appliedBefore<MaybePromise<RateLimitVerdict>>(response, limiter, ruleName, identifiers)
+    if (earlier !== undefined) {
+      // Once per rule, not per route: a route's paths (`/users/1`, `/users/2`) are unbounded.
+      warnOnce(`applied-twice ${ruleName}`, appliedTwice(ruleName, view), 'TG_RULE_APPLIED_TWICE')
+      return earlier
+    }
+    // Remembered before the store answers, so that an application racing this one waits for it.
+    const verdict = costed(request, view, ruleName, identifiers)
+    rememberApplied(response, limiter, ruleName, identifiers, verdict)
+    return verdict
   }
 
   function costed(
@@ -247,6 +287,7 @@ export function createRateLimit<Req>(
     const headers = headerOptions ? rateLimitHeaders(decision, headerOptions) : retryAfterOnly(decision)
     if (decision.reason === 'store-error-denied')
       return refuse(503, headers, storeUnavailableProblem(decision), decision, request)
+    if (decision.reason === 'overloaded') return refuse(503, headers, overloadedProblem(decision), decision, request)
     // Refused by a limit, on the shared store or the local fallback, or would have been in a dry run.
     if (onLimited && (!decision.allowed || decision.reason === 'dry-run')) {
       const told = onLimited(request, decision)
@@ -368,6 +409,13 @@ function onceEach(onWarning: WarningHandler): (key: string, message: string, cod
     warned.add(key)
     onWarning(message, code)
   }
+}
+
+/** The route as the path asked for: a query string may carry tokens, which have no place in a log. */
+function appliedTwice(rule: string, { method, url }: RequestView): string {
+  const path = url?.split('?', 1)[0]
+  const route = path === undefined ? 'a request' : method === undefined ? path : `${method} ${path}`
+  return `rule '${rule}' was applied twice to ${route} (two middlewares or hooks with the same limiter): the request is charged once, and the second answers with the first one's verdict, whatever options of its own it has; remove one of the two applications`
 }
 
 function knownOptions(adapterOptions: readonly string[]): OptionKeys<RateLimitOptions<unknown>> {

@@ -13,6 +13,7 @@ export const DECISION_OUTCOMES = [
   'store_error_denied',
   'local_fallback',
   'degraded_local',
+  'overloaded',
 ] as const
 
 export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number]
@@ -39,6 +40,8 @@ export function outcomeOf(reason: DecisionReason): number {
       return 6
     case 'degraded-local':
       return 7
+    case 'overloaded':
+      return 8
   }
 }
 

@@ -19,7 +19,7 @@ export class Batches<T> {
 
   constructor(
     private readonly maxSize: number,
-    private readonly flushGroup: (items: T[]) => void,
+    private readonly flushGroup: (group: number, items: T[]) => void,
   ) {}
 
   add(group: number, item: T): void {
@@ -31,7 +31,7 @@ export class Batches<T> {
     items.push(item)
     if (items.length >= this.maxSize) {
       this.groups.delete(group)
-      this.flushGroup(items)
+      this.flushGroup(group, items)
       return
     }
     if (!this.scheduled) {
@@ -45,7 +45,7 @@ export class Batches<T> {
     const groups = this.groups
     // Work added while flushing (a receiver deciding again at once) goes to the other Map.
     this.groups = this.spare
-    for (const items of groups.values()) this.flushGroup(items)
+    for (const [group, items] of groups) this.flushGroup(group, items)
     groups.clear()
     this.spare = groups
   }

@@ -1,12 +1,22 @@
 import calculateSlot from 'cluster-key-slot'
-import type { StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from './store.js'
+import type {
+  StoreOperation,
+  StoreReceiver,
+  StoreRequest,
+  StoreResult,
+  StoreTarget,
+  StoreWindowResult,
+} from './store.js'
 
 /**
  * A decision whose keys live in several Cluster slots: Redis runs a script on one slot only, so
  * each slot's part is decided on its own, and these put the parts back into one decision.
  */
 
-/** Decides one slot's part: its keys and targets, as one script run, with the decision's random number if any. */
+/**
+ * Decides one slot's part: its keys and targets, as one script run, with the decision's random
+ * number if any. `asker`, the whole decision's receiver, is told when the part goes on the wire.
+ */
 export type RunOnSlot = (
   operation: StoreOperation | 'undo',
   keys: readonly string[],
@@ -14,6 +24,7 @@ export type RunOnSlot = (
   cost: number,
   time: string,
   random: number | undefined,
+  asker?: StoreReceiver,
 ) => Promise<StoreResult>
 
 interface SlotPart {
@@ -59,6 +70,7 @@ export async function decideAcrossSlots(
   slots: readonly number[][],
   time: string,
   run: RunOnSlot,
+  asker?: StoreReceiver,
 ): Promise<StoreResult> {
   const { operation, targets, cost, random } = request
   const parts: SlotPart[] = slots.map((indices) => ({
@@ -67,7 +79,9 @@ export async function decideAcrossSlots(
     targets: indices.map((i) => targets[i] as StoreTarget),
   }))
   if (operation !== 'consume' || cost === 0) {
-    const results = await Promise.all(parts.map((part) => run(operation, part.keys, part.targets, cost, time, random)))
+    const results = await Promise.all(
+      parts.map((part) => run(operation, part.keys, part.targets, cost, time, random, asker)),
+    )
     return mergeSlots(
       parts,
       results,
@@ -79,7 +93,7 @@ export async function decideAcrossSlots(
   let refusal: StoreResult | undefined
   try {
     for (const part of parts) {
-      const result = await run('consume', part.keys, part.targets, cost, time, random)
+      const result = await run('consume', part.keys, part.targets, cost, time, random, asker)
       if (!result.allowed) {
         refusal = result
         break
@@ -102,8 +116,10 @@ export async function decideAcrossSlots(
   // the decision reports too (and which say whether they would have refused as well).
   const unasked = parts.slice(charged.length + 1)
   const [undone, peeked] = await Promise.all([
-    Promise.all(undoParts(parts, charged, cost, run).map((undo, i) => undo.catch(() => charged[i] as StoreResult))),
-    Promise.all(unasked.map((part) => run('peek', part.keys, part.targets, cost, time, random))),
+    Promise.all(
+      undoParts(parts, charged, cost, run, asker).map((undo, i) => undo.catch(() => charged[i] as StoreResult)),
+    ),
+    Promise.all(unasked.map((part) => run('peek', part.keys, part.targets, cost, time, random, asker))),
   ])
   return mergeSlots(parts, [...undone, refusal, ...peeked], false, targets.length)
 }
@@ -114,10 +130,11 @@ function undoParts(
   charged: readonly StoreResult[],
   cost: number,
   run: RunOnSlot,
+  asker?: StoreReceiver,
 ): Array<Promise<StoreResult>> {
   return charged.map((result, i) => {
     const part = parts[i] as SlotPart
-    return run('undo', part.keys, part.targets, cost, String(result.nowMs), undefined)
+    return run('undo', part.keys, part.targets, cost, String(result.nowMs), undefined, asker)
   })
 }
 

@@ -1,14 +1,18 @@
+import calculateSlot from 'cluster-key-slot'
 import { describeValue, TollgateError } from '../errors.js'
 import { groupBySlot } from './cluster-slots.js'
 import type { Lease, LeaseBook } from './hybrid-lease-book.js'
 import { ruleTextOf, type SyncCommand } from './hybrid-sync.js'
-import type { StoreRequest, StoreResult, StoreWindowResult } from './store.js'
+import type { ReplyWatches } from './reply-watch.js'
+import type { StoreReceiver, StoreRequest, StoreResult, StoreWindowResult } from './store.js'
 
 /** What the lease exchange needs of its HybridStore. */
 export interface LeaseContext {
   readonly book: LeaseBook
   readonly run: SyncCommand
   readonly cluster: boolean
+  /** Whether Redis answers the calls: a decision waiting on a round trip is bounded by its connection's silence. */
+  readonly watches: ReplyWatches
   /** The call's time for the script: ms, or '-' for the server's TIME. */
   timeOf(now: number): string
   /** Live processes, as the last heartbeat counted them. */
@@ -41,9 +45,15 @@ export class LeaseExchange {
    * and refills them in the same call. What each slice holds toward the cost is set aside
    * meanwhile, so that decisions made beside it neither count it twice nor lose it. On a
    * Cluster, the keys' slots are decided one after another in ascending order; a refusal gives
-   * back what the earlier ones charged, as a RedisStore's consume does.
+   * back what the earlier ones charged, as a RedisStore's consume does. `asker` is told each
+   * time the decision goes on the wire.
    */
-  async decide(request: StoreRequest, leases: readonly Lease[], now: number): Promise<StoreResult> {
+  async decide(
+    request: StoreRequest,
+    leases: readonly Lease[],
+    now: number,
+    asker?: StoreReceiver,
+  ): Promise<StoreResult> {
     const { book, cluster } = this.context
     const { cost } = request
     this.roundTrips++
@@ -75,7 +85,7 @@ export class LeaseExchange {
         const entries = group.map((i) =>
           entryOf(leases[i] as Lease, wants[i] as number, cost - (held[i] as Held).units, taken[i] as number[]),
         )
-        const reply = await this.call(keys, 'decide', time, undefined, entries)
+        const reply = await this.call(keys, 'decide', time, undefined, entries, asker)
         for (const i of group) taken[i] = []
         const at = time === '-' ? reply.serverMs : now
         nowMs = at
@@ -106,7 +116,7 @@ export class LeaseExchange {
     }
     if (!allowed) {
       this.restore(leases, held)
-      if (charged.length > 0) await this.undo(leases, charged, held, cost, time)
+      if (charged.length > 0) await this.undo(leases, charged, held, cost, time, asker)
     } else {
       for (const lease of leases) {
         lease.admitted += cost
@@ -199,6 +209,7 @@ export class LeaseExchange {
     held: readonly Held[],
     cost: number,
     time: string,
+    asker: StoreReceiver | undefined,
   ): Promise<void> {
     for (const { indices, at } of charged) {
       const keys = indices.map((i) => (leases[i] as Lease).key)
@@ -207,7 +218,7 @@ export class LeaseExchange {
         return entryOf(leases[i] as Lease, 0, 0, need > 0 ? [at, -need] : [])
       })
       try {
-        await this.call(keys, '-', time, undefined, entries)
+        await this.call(keys, '-', time, undefined, entries, asker)
       } catch {
         this.giveBackCharges(leases, [{ indices, at }], held, cost)
       }
@@ -231,17 +242,21 @@ export class LeaseExchange {
     time: string,
     heartbeat: readonly [string, string] | undefined,
     entries: readonly string[],
+    asker?: StoreReceiver,
   ): Promise<LeaseReply> {
     const allKeys = heartbeat ? [heartbeat[0], ...keys] : [...keys]
     const sentAt = performance.now()
-    const raw = await this.context.run(
-      allKeys.length,
-      ...allKeys,
-      time,
-      decision,
-      heartbeat ? heartbeat[1] : '',
-      ...entries,
-    )
+    const { context } = this
+    const watch = context.watches.of(context.cluster ? calculateSlot(allKeys[0] as string) : 0)
+    const sent = context.run(allKeys.length, ...allKeys, time, decision, heartbeat ? heartbeat[1] : '', ...entries)
+    watch.sent()
+    asker?.sent?.(watch)
+    let raw: unknown
+    try {
+      raw = await sent
+    } finally {
+      watch.heard()
+    }
     const reply = readLeaseReply(raw, entries, decision === 'decide')
     this.context.answered(reply.serverMs, sentAt)
     return reply

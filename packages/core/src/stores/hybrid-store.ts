@@ -19,7 +19,8 @@ import { record, usedOf, withUnits } from './hybrid-segments.js'
 import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
-import type { Store, StoreRequest, StoreResult, StoreTarget } from './store.js'
+import { ReplyWatches } from './reply-watch.js'
+import type { Store, StoreReceiver, StoreRequest, StoreResult, StoreTarget } from './store.js'
 
 /** What `syncNow()` resolves to, and each `sync` event carries. */
 export interface SyncReport {
@@ -165,6 +166,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         book: this.book,
         run: (commands[LEASE_COMMAND] as SyncCommand).bind(client),
         cluster: this.cluster,
+        watches: new ReplyWatches(client, this.cluster),
         timeOf: (now) => (this.config.clock ? String(now) : '-'),
         instances: () => this.instances,
         answered: (serverMs, sentAt) => {
@@ -199,6 +201,21 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     } catch (error) {
       return Promise.reject(error)
     }
+  }
+
+  /** Strict mode's round trip for a decision `evaluateSync` left to Redis; in approximate mode, its answer. */
+  evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
+    if (!this.config.strict) {
+      this.evaluate(request).then(
+        (result) => receiver.answer(result),
+        (error: unknown) => receiver.fail(error),
+      )
+      return
+    }
+    this.roundTrip(request, receiver).then(
+      (result) => receiver.answer(result),
+      (error: unknown) => receiver.fail(error),
+    )
   }
 
   /** Approximate mode's decision: in the process, on the last synced totals. */
@@ -264,12 +281,12 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /** A decision its slices did not cover, made in Redis. */
-  private async roundTrip(request: StoreRequest): Promise<StoreResult> {
+  private async roundTrip(request: StoreRequest, asker?: StoreReceiver): Promise<StoreResult> {
     const now = this.now()
     const book = this.book as LeaseBook
     const leases: Lease[] = request.targets.map((target) => book.leaseOf(target))
     try {
-      const result = await (this.exchange as LeaseExchange).decide(request, leases, now)
+      const result = await (this.exchange as LeaseExchange).decide(request, leases, now, asker)
       this.lastContactAt = this.safeNow()
       return result
     } catch (error) {

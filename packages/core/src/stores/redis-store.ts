@@ -8,6 +8,7 @@ import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { decideAcrossSlots, groupBySlot, type RunOnSlot, unlinkBySlot } from './cluster-slots.js'
 import {
+  type DecodedReply,
   decisionFailure,
   decodeReply,
   isDecisionError,
@@ -15,6 +16,8 @@ import {
   replyWidth,
   ScriptArguments,
 } from './redis-wire.js'
+import { RefusalCache, refusalKeyOf } from './refusal-cache.js'
+import { ReplyWatches } from './reply-watch.js'
 import type {
   Store,
   StoreOperation,
@@ -61,9 +64,24 @@ export interface RedisStoreOptions {
    * @example () => Date.now()
    */
   clock?: Clock
+  /**
+   * Refusals answered in the process: once Redis refused a request until some time, the same
+   * rule and identifiers asking for at least that cost are refused here until then, or for
+   * `maxHoldMs` if that ends sooner, with no round trip: a client hammering a key it is refused
+   * on costs Redis one round trip per `maxHoldMs`. It holds at most `maxEntries` refusals (the
+   * oldest goes first). Its one difference from asking Redis: a refund or reset made by another
+   * process (an operator's `tollgate reset`) reaches this one within `maxHoldMs`, not at once
+   * (one made through this store does). Its `remaining` figures are Redis's at the refusal.
+   * `false` asks Redis every time.
+   * @default { maxEntries: 10000, maxHoldMs: 1000 }
+   * @example new RedisStore({ client, refusalCache: false })
+   */
+  refusalCache?: false | { maxEntries?: number; maxHoldMs?: number }
 }
 
-const OPTION_KEYS = optionKeys<RedisStoreOptions>({ client: true, prefix: true, clock: true })
+const OPTION_KEYS = optionKeys<RedisStoreOptions>({ client: true, prefix: true, clock: true, refusalCache: true })
+
+const DEFAULT_REFUSAL_CACHE = { maxEntries: 10_000, maxHoldMs: 1_000 }
 
 const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
 
@@ -89,6 +107,8 @@ interface QueuedRun {
   random: number | undefined
   revertable: boolean
   receiver: StoreReceiver
+  /** The refusal cache's mark when the decision was asked: a refusal after a refund or reset meanwhile is not kept. */
+  mark: number
 }
 
 /**
@@ -119,11 +139,18 @@ export class RedisStore implements Store {
   private readonly scriptArguments = new ScriptArguments()
   private readonly batches: Batches<QueuedRun>
   private readonly errors: ClientErrors | undefined
+  private readonly watches: ReplyWatches
+  private readonly refusals: RefusalCache | undefined
+  /**
+   * A refusal Redis answered before, at once: undefined when there is none and the decision goes
+   * to Redis. Absent when `refusalCache` is false.
+   */
+  readonly evaluateSync?: (request: StoreRequest) => StoreResult | undefined
   private closed = false
 
   constructor(options: RedisStoreOptions) {
     checkOptionsObject(options, OPTION_KEYS, 'RedisStore options', { shape: '{ client }' })
-    const { client, prefix = 'tg:', clock } = options
+    const { client, prefix = 'tg:', clock, refusalCache } = options
     if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function') {
       throw new TollgateConfigError(
         `RedisStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
@@ -132,14 +159,25 @@ export class RedisStore implements Store {
     if (clock !== undefined && typeof clock !== 'function') {
       throw new TollgateConfigError(`RedisStore option clock must be a function, got ${describeValue(clock)}`)
     }
+    const refusalSettings = refusalCacheOf(refusalCache)
     this.client = client
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
+    this.watches = new ReplyWatches(client, this.cluster)
+    if (refusalSettings !== undefined) {
+      const refusals = new RefusalCache(refusalSettings.maxEntries, refusalSettings.maxHoldMs)
+      this.refusals = refusals
+      this.evaluateSync = (request) => {
+        if (request.operation === 'refund' || refusals.size === 0) return undefined
+        const { targets } = request
+        return refusals.find(refusalKeyOf(this.keysOf(targets)), targets, request.cost, this.refusalTime())
+      }
+    }
     this.keys = new KeyBuilder(prefix)
     this.clock = clock
     const commands = client as unknown as Record<string, DecideCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
     this.runScript = (commands[COMMAND] as DecideCommand).bind(client)
-    this.batches = new Batches(MAX_BATCH, (runs) => this.send(runs))
+    this.batches = new Batches(MAX_BATCH, (group, runs) => this.send(group, runs))
     this.errors =
       typeof client.on === 'function' && typeof client.off === 'function'
         ? ClientErrors.of(client as ErrorEvents)
@@ -152,13 +190,22 @@ export class RedisStore implements Store {
   }
 
   evaluate(request: StoreRequest): Promise<StoreResult> {
+    let refused: StoreResult | undefined
+    try {
+      refused = this.evaluateSync?.(request)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    if (refused !== undefined) return Promise.resolve(refused)
     return new Promise((resolve, reject) => this.evaluateInto(request, { answer: resolve, fail: reject }))
   }
 
   evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
     const { operation, targets, cost, random } = request
-    const keys: string[] = []
-    for (const target of targets) keys.push(this.keyOf(target))
+    const keys = this.keysOf(targets)
+    const { refusals } = this
+    if (refusals !== undefined && operation === 'refund') refusals.forget(keys)
+    const mark = refusals === undefined ? 0 : refusals.mark
     let time = '-'
     if (this.clock) {
       try {
@@ -171,25 +218,42 @@ export class RedisStore implements Store {
     if (this.cluster) {
       const slots = groupBySlot(keys)
       if (slots.length > 1) {
-        decideAcrossSlots(request, keys, slots, time, this.runOnSlot).then(
-          (result) => receiver.answer(result),
+        const askedAt = time === '-' ? performance.now() : Number(time)
+        decideAcrossSlots(request, keys, slots, time, this.runOnSlot, receiver).then(
+          (result) => {
+            if (operation !== 'refund')
+              refusals?.remember(refusalKeyOf(keys), keys, targets, cost, result, askedAt, mark)
+            receiver.answer(result)
+          },
           (error: unknown) => receiver.fail(error),
         )
         return
       }
     }
     const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-    this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: true, receiver })
+    this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: true, receiver, mark })
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
     if (targets.length === 0) return
-    await unlinkBySlot(
-      this.client,
-      targets.map((target) => this.keyOf(target)),
-      this.cluster,
-    )
+    const keys = this.keysOf(targets)
+    this.refusals?.forget(keys)
+    await unlinkBySlot(this.client, keys, this.cluster)
     this.errors?.answered()
+  }
+
+  /**
+   * The refusal cache's time: the store's clock when it has one, on which Redis decides too;
+   * else the monotonic clock, from which refusals are measured as they are sent.
+   */
+  private refusalTime(): number {
+    return this.clock ? timeFrom(this.clock, 'RedisStore') : performance.now()
+  }
+
+  private keysOf(targets: readonly StoreTarget[]): string[] {
+    const keys: string[] = new Array(targets.length)
+    for (let t = 0; t < targets.length; t++) keys[t] = this.keyOf(targets[t] as StoreTarget)
+    return keys
   }
 
   recentError(): Error | undefined {
@@ -210,15 +274,19 @@ export class RedisStore implements Store {
    * a decision split over slots, or an undo. Such a part is never `revertable` on its own: it is
    * reverted with the whole decision.
    */
-  private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time, random) =>
+  private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time, random, asker) =>
     new Promise<StoreResult>((resolve, reject) => {
       // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
       const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-      const receiver = { answer: resolve, fail: reject }
-      this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: false, receiver })
+      const receiver: StoreReceiver = { answer: resolve, fail: reject }
+      const sent = asker?.sent?.bind(asker)
+      if (sent !== undefined) receiver.sent = sent
+      // An undo gives units back, as a refund does.
+      if (operation === 'undo') this.refusals?.forget(keys)
+      this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: false, receiver, mark: 0 })
     })
 
-  private send(runs: readonly QueuedRun[]): void {
+  private send(group: number, runs: readonly QueuedRun[]): void {
     const keysAndArgs: string[] = []
     for (const run of runs) for (const key of run.keys) keysAndArgs.push(key)
     const keyCount = keysAndArgs.length
@@ -233,8 +301,13 @@ export class RedisStore implements Store {
       for (const run of runs) run.receiver.fail(error)
       return
     }
+    const sentAt = performance.now()
+    const watch = this.watches.of(group)
+    watch.sent()
+    for (const run of runs) run.receiver.sent?.(watch)
     reply.then(
       (replies) => {
+        watch.heard()
         this.errors?.answered()
         // One flat array: per run, its numbers, or one string for the error that failed it alone.
         let at = 0
@@ -250,7 +323,7 @@ export class RedisStore implements Store {
             }
             const width = replyWidth(run.targets, run.random)
             if (at + width > replies.length) break
-            this.deliver(run, replies, at, width)
+            this.deliver(run, replies, at, width, sentAt)
             at += width
           }
         }
@@ -263,6 +336,7 @@ export class RedisStore implements Store {
         }
       },
       (error: unknown) => {
+        watch.heard()
         for (const run of runs) run.receiver.fail(error)
       },
     )
@@ -281,9 +355,23 @@ export class RedisStore implements Store {
     await this.runOnSlot('undo', keys, targets, cost, String(nowMs), undefined)
   }
 
-  /** Resolves a run with its part of the reply, `replies[at]` onwards. */
-  private deliver(run: QueuedRun, replies: readonly unknown[], at: number, width: number): void {
+  /** What a run's answer tells the refusal cache: a refusal to keep, or keys whose numbers moved. */
+  private noteForRefusals(refusals: RefusalCache, run: QueuedRun, decoded: DecodedReply, sentAt: number): void {
+    if (decoded.allowed) {
+      if (run.operation === 'consume' && run.cost > 0) refusals.charged(run.keys)
+      return
+    }
+    // A part of a decision split over slots is kept with the whole decision, if at all.
+    if (!run.revertable || run.operation === 'refund') return
+    // On the store's clock, the request went out at the time it carries.
+    const at = run.time === '-' ? sentAt : Number(run.time)
+    refusals.remember(refusalKeyOf(run.keys), undefinedIfOne(run.keys), run.targets, run.cost, decoded, at, run.mark)
+  }
+
+  /** Resolves a run with its part of the reply, `replies[at]` onwards; `sentAt` when its batch left. */
+  private deliver(run: QueuedRun, replies: readonly unknown[], at: number, width: number, sentAt: number): void {
     const decoded = decodeReply(replies, at, width, run.random)
+    if (this.refusals !== undefined) this.noteForRefusals(this.refusals, run, decoded, sentAt)
     run.receiver.answer(
       run.revertable && run.operation === 'consume' && decoded.allowed && run.cost > 0
         ? new ChargedResult(decoded.nowMs, decoded.windows, run, this.undoRun)
@@ -307,3 +395,37 @@ class ChargedResult implements StoreResult {
     return this.undoRun(this.run, this.nowMs)
   }
 }
+
+function undefinedIfOne(keys: readonly string[]): readonly string[] | undefined {
+  return keys.length === 1 ? undefined : keys
+}
+
+function refusalCacheOf(option: unknown): { maxEntries: number; maxHoldMs: number } | undefined {
+  if (option === undefined) return DEFAULT_REFUSAL_CACHE
+  if (option === false) return undefined
+  if (option === null || typeof option !== 'object') {
+    throw new TollgateConfigError(
+      `RedisStore option refusalCache must be false or an object { maxEntries, maxHoldMs }, got ${describeValue(option)}`,
+    )
+  }
+  const { maxEntries = DEFAULT_REFUSAL_CACHE.maxEntries, maxHoldMs = DEFAULT_REFUSAL_CACHE.maxHoldMs } =
+    checkOptionsObject(option, REFUSAL_CACHE_KEYS, 'RedisStore option refusalCache')
+  return {
+    maxEntries: integerOption(maxEntries, 1, 10_000_000, 'refusalCache.maxEntries'),
+    maxHoldMs: integerOption(maxHoldMs, 1, 3_600_000, 'refusalCache.maxHoldMs'),
+  }
+}
+
+function integerOption(value: unknown, min: number, max: number, option: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new TollgateConfigError(
+      `RedisStore option ${option} must be an integer from ${min} to ${max}, got ${describeValue(value)}`,
+    )
+  }
+  return value
+}
+
+const REFUSAL_CACHE_KEYS = optionKeys<{ maxEntries?: number; maxHoldMs?: number }>({
+  maxEntries: true,
+  maxHoldMs: true,
+})

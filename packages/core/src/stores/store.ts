@@ -70,10 +70,24 @@ export interface StoreResult {
   outage?: { policy: 'local' | 'allow' | 'deny'; error: TollgateError }
 }
 
+/** How long a connection to Redis has had commands outstanding without a reply. */
+export interface ReplyWatch {
+  /** Milliseconds since the connection last answered, while it has commands outstanding; 0 when it has none. `now` is `performance.now()`. */
+  silentMs(now: number): number
+}
+
 /** Where a store delivers an answer given through `evaluateInto`. */
 export interface StoreReceiver {
   answer(result: StoreResult): void
   fail(error: unknown): void
+  /**
+   * Called by a store when the request's command goes on the wire to the connection `watch`
+   * follows (again for each further command the request needs). From then on the request's
+   * bound runs on that connection's silence: time the request spent queued in the process, or
+   * behind other commands that Redis is answering, is not Redis failing. A request no store
+   * calls this for is bounded from the moment it was asked.
+   */
+  sent?(watch: ReplyWatch): void
 }
 
 /**
@@ -99,7 +113,9 @@ export interface Store {
    * The same answer as `evaluate`, delivered to `receiver` exactly once instead of through a
    * promise. When a store has it, the limiter calls it instead of `evaluate`: a store answering
    * a batch of decisions per round trip then settles each with a call, not a promise and its
-   * continuations. The receiver's methods never throw.
+   * continuations. A store that also has `evaluateSync` is asked here only for a request that
+   * `evaluateSync` has just left undefined, so that it need not ask itself again. The receiver's
+   * methods never throw.
    */
   evaluateInto?(request: StoreRequest, receiver: StoreReceiver): void
   /**
