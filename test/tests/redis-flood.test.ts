@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url'
-import { ALGORITHMS, createLimiter, type Decision, RedisStore } from '@tollgate/core'
+import { ALGORITHMS, createLimiter, type Decision, HybridStore, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import type { FloodResult, FloodRound } from '../src/flood-round.js'
@@ -113,6 +113,37 @@ describe('a process too busy to read its replies in time', () => {
     }
     const made = await Promise.all(asked)
     expect(new Set(made.map((decision) => decision.reason))).toEqual(new Set(['ok']))
+    await limiter.close()
+  })
+})
+
+describe('a strict HybridStore under a flood of first-time identifiers', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  // Each first-time identifier needs a lease round trip; 5,000 of them at once once outlasted the
+  // bound, counted from each decision's start, and those decisions failed open.
+  it('decides 5,000 first-time identifiers at once by Redis, within each limit', async () => {
+    const store = new HybridStore({
+      client,
+      prefix: `strict-flood:${process.pid}:`,
+      consistency: 'strict',
+      autoSync: false,
+    })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 1, period: '1h' }] } },
+      onWarning: () => {},
+    })
+    const made = await Promise.all(Array.from({ length: 10_000 }, (_, i) => limiter.consume('r', `ip:${i % 5_000}`)))
+    const reasons: Record<string, number> = {}
+    for (const decision of made) reasons[decision.reason] = (reasons[decision.reason] ?? 0) + 1
+    expect(reasons).toEqual({ ok: 5_000, limited: 5_000 })
     await limiter.close()
   })
 })

@@ -254,7 +254,8 @@ describe('resets', () => {
     })
     opened.push(live)
     await live.publish({ login: { algorithm: 'fixed-window', windows: [{ limit: 2, period: '30s' }] } })
-    const limiter = redisProcess(prefix, new ManualClock(T0), live)
+    const clock = new ManualClock(T0)
+    const limiter = redisProcess(prefix, clock, live)
     for (let i = 0; i < 2; i++) await limiter.consume('login', 'ip:203.0.113.7')
     expect((await limiter.peek('login', 'ip:203.0.113.7')).allowed).toBe(false)
     // The view knows only the rules in code; the override it reads from Redis keys the rule elsewhere.
@@ -265,6 +266,8 @@ describe('resets', () => {
       { Authorization: `Bearer ${TOKEN}` },
     )
     expect(response.status).toBe(200)
+    // Past the hold of the refusal the process answered the peek with.
+    clock.advance(1_000)
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
     const snapshot = await (await events(server)).until('a snapshot came', () => true)
     expect(snapshot.rules).toEqual({ epoch: 1, stale: false, rejected: [], names: ['api', 'login'] })

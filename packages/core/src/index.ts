@@ -53,6 +53,7 @@ export type { AlgorithmName, Rule, RuleOptions, RulesOptions, WarningHandler, Wi
 export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules.js'
 export type { RedisScript } from './scripts/redis-scripts.js'
 export { REDIS_SCRIPTS } from './scripts/redis-scripts.js'
+export type { BacklogOptions } from './store-backlog.js'
 export type { LimiterEvents } from './store-caller.js'
 export type { StoreErrorPolicy } from './store-error-policy.js'
 export { hybridInstancesKey } from './stores/hybrid-instances.js'
@@ -70,6 +71,7 @@ export { MemoryStore } from './stores/memory-store.js'
 export type { RedisClientLike, RedisStoreOptions } from './stores/redis-store.js'
 export { RedisStore } from './stores/redis-store.js'
 export type {
+  ReplyWatch,
   Store,
   StoreOperation,
   StoreReceiver,

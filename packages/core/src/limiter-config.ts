@@ -47,8 +47,10 @@ export interface LimiterOptions<Rules extends RulesOptions | LiveRules = RulesOp
    */
   onStoreError?: StoreErrorPolicy
   /**
-   * The most milliseconds one decision waits for the store, whatever the client's own
-   * timeouts and retries. Overridable per call.
+   * The most milliseconds a decision waits on a silent store, whatever the client's own
+   * timeouts and retries: its connection to Redis had commands outstanding and no reply for that
+   * long. Time a decision spends queued in a busy process, or behind other commands Redis keeps
+   * answering, does not count (see `backlog`). Overridable per call.
    * @default 100
    */
   storeTimeoutMs?: number

@@ -1,7 +1,7 @@
 /**
  * Upper bounds, in seconds, of the buckets decision times are counted in: an in-process decision
- * takes microseconds, one on Redis a round trip, and `storeTimeoutMs` (100 ms by default) caps
- * the wait.
+ * takes microseconds, one on Redis a round trip, and `storeTimeoutMs` (100 ms by default) bounds
+ * a silent store's; a flood queued behind itself may take longer, and counts in the last bucket.
  */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [
   0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
