@@ -314,6 +314,22 @@ describe('refusals answered in the process (RedisStore refusal cache)', () => {
     await limiter.close()
   })
 
+  // Identifiers may hold any character: two lists of them must never share a held refusal.
+  it('keeps the refusals of several identifiers apart, whatever characters they hold', async () => {
+    const clock = { now: T0 }
+    const store = new RedisStore({ client, prefix: `refusals-apart:${made++}:`, clock: () => clock.now })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 1, period: '1m' }] } },
+    })
+    const first = ['x:a\nr\u0000x:c', 'x:b']
+    const second = ['x:a', 'x:c\nr\u0000x:b']
+    expect((await limiter.consume('r', first)).reason).toBe('ok')
+    expect((await limiter.consume('r', first)).reason).toBe('limited')
+    expect((await limiter.consume('r', second)).reason).toBe('ok')
+    await limiter.close()
+  })
+
   it('asks Redis again once a rule is given other windows under the same name', async () => {
     const clock = { now: T0 }
     const prefix = `refusals-rule:${made++}:`

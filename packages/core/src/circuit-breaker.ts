@@ -1,5 +1,4 @@
-import { describeValue, TollgateConfigError } from './errors.js'
-import { checkOptionsObject, optionKeys } from './option-objects.js'
+import { checkOptionsObject, integerOption, optionKeys } from './option-objects.js'
 
 /**
  * - `closed`: decisions go to the store.
@@ -43,18 +42,9 @@ export function breakerSettingsOf(options: unknown): BreakerSettings {
     'createLimiter option breaker',
   )
   return {
-    failureThreshold: integerFrom(failureThreshold, 1, 1000, 'failureThreshold'),
-    probeAfterMs: integerFrom(probeAfterMs, 1, 60_000, 'probeAfterMs'),
+    failureThreshold: integerOption(failureThreshold, 1, 1000, 'breaker option failureThreshold'),
+    probeAfterMs: integerOption(probeAfterMs, 1, 60_000, 'breaker option probeAfterMs'),
   }
-}
-
-function integerFrom(value: unknown, min: number, max: number, option: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new TollgateConfigError(
-      `breaker option ${option} must be an integer from ${min} to ${max}, got ${describeValue(value)}`,
-    )
-  }
-  return value
 }
 
 /** Counts consecutive failures and decides which calls may reach the store. */

@@ -81,3 +81,11 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   const proto = Object.getPrototypeOf(value)
   return proto === Object.prototype || proto === null
 }
+
+/** `value` if it is an integer from `min` to `max`, else a configuration error naming `what` and the value. */
+export function integerOption(value: unknown, min: number, max: number, what: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new TollgateConfigError(`${what} must be an integer from ${min} to ${max}, got ${describeValue(value)}`)
+  }
+  return value
+}

@@ -1,6 +1,6 @@
 import type { Decision } from './decision.js'
 import { describeValue, TollgateConfigError } from './errors.js'
-import { checkOptionsObject, optionKeys } from './option-objects.js'
+import { checkOptionsObject, integerOption, optionKeys } from './option-objects.js'
 
 export interface BacklogOptions {
   /**
@@ -33,17 +33,12 @@ export function backlogSettingsOf(options: unknown): BacklogSettings {
     OPTION_KEYS,
     'createLimiter option backlog',
   )
-  if (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > 10_000_000) {
-    throw new TollgateConfigError(
-      `createLimiter option backlog.max must be an integer from 1 to 10000000, got ${describeValue(max)}`,
-    )
-  }
   if (whenFull !== 'refuse' && whenFull !== 'wait') {
     throw new TollgateConfigError(
       `createLimiter option backlog.whenFull must be 'refuse' or 'wait', got ${describeValue(whenFull)}`,
     )
   }
-  return { max, whenFull }
+  return { max: integerOption(max, 1, 10_000_000, 'createLimiter option backlog.max'), whenFull }
 }
 
 /** How long a client refused for the backlog is asked to wait: a backlog drains within about that. */

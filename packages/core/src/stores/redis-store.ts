@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot'
 import { type Clock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
-import { checkOptionsObject, optionKeys } from '../option-objects.js'
+import { checkOptionsObject, integerOption, optionKeys } from '../option-objects.js'
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
@@ -16,7 +16,7 @@ import {
   replyWidth,
   ScriptArguments,
 } from './redis-wire.js'
-import { RefusalCache, refusalKeyOf } from './refusal-cache.js'
+import { RefusalCache } from './refusal-cache.js'
 import { ReplyWatches } from './reply-watch.js'
 import type {
   Store,
@@ -168,8 +168,7 @@ export class RedisStore implements Store {
       this.refusals = refusals
       this.evaluateSync = (request) => {
         if (request.operation === 'refund' || refusals.size === 0) return undefined
-        const { targets } = request
-        return refusals.find(refusalKeyOf(this.keysOf(targets)), targets, request.cost, this.refusalTime())
+        return refusals.find(request.targets, request.cost, this.refusalTime())
       }
     }
     this.keys = new KeyBuilder(prefix)
@@ -204,7 +203,7 @@ export class RedisStore implements Store {
     const { operation, targets, cost, random } = request
     const keys = this.keysOf(targets)
     const { refusals } = this
-    if (refusals !== undefined && operation === 'refund') refusals.forget(keys)
+    if (refusals !== undefined && operation === 'refund') refusals.forget(targets)
     const mark = refusals === undefined ? 0 : refusals.mark
     let time = '-'
     if (this.clock) {
@@ -221,8 +220,7 @@ export class RedisStore implements Store {
         const askedAt = time === '-' ? performance.now() : Number(time)
         decideAcrossSlots(request, keys, slots, time, this.runOnSlot, receiver).then(
           (result) => {
-            if (operation !== 'refund')
-              refusals?.remember(refusalKeyOf(keys), keys, targets, cost, result, askedAt, mark)
+            if (operation !== 'refund') refusals?.remember(targets, cost, result, askedAt, mark)
             receiver.answer(result)
           },
           (error: unknown) => receiver.fail(error),
@@ -237,7 +235,7 @@ export class RedisStore implements Store {
   async reset(targets: readonly StoreTarget[]): Promise<void> {
     if (targets.length === 0) return
     const keys = this.keysOf(targets)
-    this.refusals?.forget(keys)
+    this.refusals?.forget(targets)
     await unlinkBySlot(this.client, keys, this.cluster)
     this.errors?.answered()
   }
@@ -282,7 +280,7 @@ export class RedisStore implements Store {
       const sent = asker?.sent?.bind(asker)
       if (sent !== undefined) receiver.sent = sent
       // An undo gives units back, as a refund does.
-      if (operation === 'undo') this.refusals?.forget(keys)
+      if (operation === 'undo') this.refusals?.forget(targets)
       this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: false, receiver, mark: 0 })
     })
 
@@ -358,14 +356,14 @@ export class RedisStore implements Store {
   /** What a run's answer tells the refusal cache: a refusal to keep, or keys whose numbers moved. */
   private noteForRefusals(refusals: RefusalCache, run: QueuedRun, decoded: DecodedReply, sentAt: number): void {
     if (decoded.allowed) {
-      if (run.operation === 'consume' && run.cost > 0) refusals.charged(run.keys)
+      if (run.operation === 'consume' && run.cost > 0) refusals.charged(run.targets)
       return
     }
     // A part of a decision split over slots is kept with the whole decision, if at all.
     if (!run.revertable || run.operation === 'refund') return
     // On the store's clock, the request went out at the time it carries.
     const at = run.time === '-' ? sentAt : Number(run.time)
-    refusals.remember(refusalKeyOf(run.keys), undefinedIfOne(run.keys), run.targets, run.cost, decoded, at, run.mark)
+    refusals.remember(run.targets, run.cost, decoded, at, run.mark)
   }
 
   /** Resolves a run with its part of the reply, `replies[at]` onwards; `sentAt` when its batch left. */
@@ -396,10 +394,6 @@ class ChargedResult implements StoreResult {
   }
 }
 
-function undefinedIfOne(keys: readonly string[]): readonly string[] | undefined {
-  return keys.length === 1 ? undefined : keys
-}
-
 function refusalCacheOf(option: unknown): { maxEntries: number; maxHoldMs: number } | undefined {
   if (option === undefined) return DEFAULT_REFUSAL_CACHE
   if (option === false) return undefined
@@ -411,18 +405,9 @@ function refusalCacheOf(option: unknown): { maxEntries: number; maxHoldMs: numbe
   const { maxEntries = DEFAULT_REFUSAL_CACHE.maxEntries, maxHoldMs = DEFAULT_REFUSAL_CACHE.maxHoldMs } =
     checkOptionsObject(option, REFUSAL_CACHE_KEYS, 'RedisStore option refusalCache')
   return {
-    maxEntries: integerOption(maxEntries, 1, 10_000_000, 'refusalCache.maxEntries'),
-    maxHoldMs: integerOption(maxHoldMs, 1, 3_600_000, 'refusalCache.maxHoldMs'),
+    maxEntries: integerOption(maxEntries, 1, 10_000_000, 'RedisStore option refusalCache.maxEntries'),
+    maxHoldMs: integerOption(maxHoldMs, 1, 3_600_000, 'RedisStore option refusalCache.maxHoldMs'),
   }
-}
-
-function integerOption(value: unknown, min: number, max: number, option: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new TollgateConfigError(
-      `RedisStore option ${option} must be an integer from ${min} to ${max}, got ${describeValue(value)}`,
-    )
-  }
-  return value
 }
 
 const REFUSAL_CACHE_KEYS = optionKeys<{ maxEntries?: number; maxHoldMs?: number }>({
