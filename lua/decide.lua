@@ -7,7 +7,8 @@
 --          identifier and its key holds all the rule's windows
 -- ARGV     one request per decision: 'operation cost now rule|rule|…', one rule per key, or for
 --          a decision that may shed 'operation cost now * rule|rule|…' and then its random number
---          as an argument of its own
+--          as an argument of its own, or for a refund or undo sent once only
+--          'operation cost now ! rule|rule|…', whose first key is then its operation's key
 --            operation  'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
 --                       charged at `now`, on the targets of one Cluster slot when another slot
 --                       refused); '*' only with 'consume' or 'peek'
@@ -18,6 +19,10 @@
 --            random     in [0, 1), as JavaScript prints it: a decision that fits every window is
 --                       still refused, charging nothing, when it is below a window's drop
 --                       probability (lib/shedding.lua)
+--            '!'        the decision gives units back exactly once: its operation's key (in its
+--                       targets' slot) is set once it ran, and a decision that finds it set (a
+--                       client sending the command again after a lost reply) writes nothing and
+--                       answers the state as it is (lib/operation.lua)
 --          Requests of one rule in one batch send the same text, which is parsed once; the random
 --          number, which differs every time, stays out of it.
 -- Reply    one flat array, decision after decision: either now × 2 + allowed (1 or 0), then for a
@@ -59,6 +64,7 @@
 --#include lib/sliding_log.lua
 --#include lib/time.lua
 --#include lib/rule_text.lua
+--#include lib/operation.lua
 
 local KEYS, ARGV = KEYS, ARGV
 local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
@@ -95,11 +101,19 @@ local function request_of(text)
   if not OPERATIONS[operation] then
     error('unknown operation in ' .. text)
   end
-  -- A rule starts with its code's letters; '*' (byte 42) says a random number follows the request.
+  -- A rule starts with its code's letters; '*' (byte 42) says a random number follows the request,
+  -- '!' (byte 33) that the decision's first key is its operation's.
   local sheds = byte(rest) == 42
   if sheds then
     if operation ~= 'consume' and operation ~= 'peek' then
       error('a random number only goes with consume or peek: ' .. text)
+    end
+    rest = sub(rest, 3)
+  end
+  local once = byte(rest) == 33
+  if once then
+    if operation ~= 'refund' and operation ~= 'undo' then
+      error('an operation key only goes with refund or undo: ' .. text)
     end
     rest = sub(rest, 3)
   end
@@ -118,6 +132,7 @@ local function request_of(text)
     operation = operation,
     cost = tonumber(cost),
     sheds = sheds,
+    once = once,
     rules = rules,
     keys = keys,
     width = width,
@@ -158,10 +173,16 @@ local function decide_from_arg()
     if not now then
       bad_time(request.bad_now)
     end
+    -- The operation's key comes first; the targets' keys from `first` on.
+    local first, ran_before = key, false
+    if request.once then
+      first = key + 1
+      ran_before = operation_ran(KEYS[key])
+    end
     local allowed, base = true, 0
     for i = 1, keys do
       local rule = rules[i]
-      if not rule.check(KEYS[key + i - 1], rule.windows, now, cost, operation, state, base) then
+      if not rule.check(KEYS[first + i - 1], rule.windows, now, cost, operation, state, base) then
         allowed = false
       end
       base = base + rule.width
@@ -186,7 +207,7 @@ local function decide_from_arg()
         base = base + rule.width
       end
     end
-    local writes = cost > 0 and operation ~= 'peek' and allowed
+    local writes = cost > 0 and operation ~= 'peek' and allowed and not ran_before
     local length = n + 1
     reply[length] = now * 2 + (allowed and 1 or 0)
     if random then
@@ -196,10 +217,14 @@ local function decide_from_arg()
     base = 0
     for i = 1, keys do
       local rule = rules[i]
-      length = rule.finish(KEYS[key + i - 1], rule.windows, now, cost, operation, writes, state, base, reply, length, shed)
+      length = rule.finish(KEYS[first + i - 1], rule.windows, now, cost, operation, writes, state, base, reply, length, shed)
       base = base + rule.width
     end
-    n, key, arg = length, key + keys, arg + request.args
+    -- Set once it ran: a decision that failed on a key wrote nothing, and may be sent again.
+    if request.once and not ran_before then
+      operation_done(KEYS[key])
+    end
+    n, key, arg = length, first + keys, arg + request.args
   end
 end
 
@@ -222,6 +247,6 @@ while true do
   for i = n + 1, n + request.width do
     reply[i] = nil
   end
-  key, arg = key + request.keys, arg + request.args
+  key, arg = key + request.keys + (request.once and 1 or 0), arg + request.args
 end
 return reply

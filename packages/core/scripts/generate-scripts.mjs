@@ -16,6 +16,7 @@ const scripts = {
   lease: 'lease.lua',
   publishRules: 'publish_rules.lua',
   readRules: 'read_rules.lua',
+  reset: 'reset.lua',
 }
 
 function splice(path, included) {

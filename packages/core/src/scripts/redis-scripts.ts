@@ -1,4 +1,4 @@
-import { decideScript, leaseScript, publishRulesScript, readRulesScript, syncScript } from './generated.js'
+import { decideScript, leaseScript, publishRulesScript, readRulesScript, resetScript, syncScript } from './generated.js'
 
 /** One Lua script as Tollgate sends it to Redis: `EVALSHA sha1`, falling back to `EVAL lua` on NOSCRIPT. */
 export interface RedisScript {
@@ -9,15 +9,17 @@ export interface RedisScript {
 
 /**
  * Every script Tollgate runs in Redis, by what runs it: `decide` (RedisStore), `sync` and `lease`
- * (HybridStore), `publishRules` and `readRules` (LiveRules). For checking that a server takes
+ * (HybridStore), `reset` (both stores' resets), `publishRules` and `readRules` (LiveRules). For checking that a server takes
  * them (`SCRIPT LOAD`, as `tollgate doctor` does) before a deploy finds out.
  * @example await redis.script('LOAD', REDIS_SCRIPTS.decide.lua) // resolves to REDIS_SCRIPTS.decide.sha1
  */
-export const REDIS_SCRIPTS: Readonly<Record<'decide' | 'sync' | 'lease' | 'publishRules' | 'readRules', RedisScript>> =
-  Object.freeze({
-    decide: decideScript,
-    sync: syncScript,
-    lease: leaseScript,
-    publishRules: publishRulesScript,
-    readRules: readRulesScript,
-  })
+export const REDIS_SCRIPTS: Readonly<
+  Record<'decide' | 'sync' | 'lease' | 'reset' | 'publishRules' | 'readRules', RedisScript>
+> = Object.freeze({
+  decide: decideScript,
+  sync: syncScript,
+  lease: leaseScript,
+  reset: resetScript,
+  publishRules: publishRulesScript,
+  readRules: readRulesScript,
+})

@@ -46,17 +46,6 @@ export function groupBySlot(keys: readonly string[]): number[][] {
   return [...bySlot.entries()].sort(([a], [b]) => a - b).map(([, indices]) => indices)
 }
 
-/** Deletes the keys, one UNLINK per Cluster slot (one for all elsewhere): a command's keys must share a slot. */
-export async function unlinkBySlot(
-  client: { unlink(...keys: string[]): Promise<number> },
-  keys: readonly string[],
-  cluster: boolean,
-): Promise<void> {
-  if (keys.length === 0) return
-  const slots = cluster ? groupBySlot(keys) : [keys.map((_, i) => i)]
-  await Promise.all(slots.map((indices) => client.unlink(...indices.map((i) => keys[i] as string))))
-}
-
 /**
  * A consume charges slot after slot, so that a slot is only asked once every slot before it has
  * admitted; the first refusal stops it and the slots that charged are undone. Asked all at once,

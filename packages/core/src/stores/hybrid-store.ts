@@ -6,7 +6,6 @@ import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName } from '../rules.js'
 import { leaseScript, syncScript } from '../scripts/generated.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
-import { unlinkBySlot } from './cluster-slots.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { pendingUnits } from './hybrid-bucket-fold.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
@@ -20,6 +19,7 @@ import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import { ReplyWatches } from './reply-watch.js'
+import { keysReset } from './reset-once.js'
 import type { Store, StoreReceiver, StoreRequest, StoreResult, StoreTarget } from './store.js'
 
 /** What `syncNow()` resolves to, and each `sync` event carries. */
@@ -133,6 +133,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
   private readonly errors: ClientErrors | undefined
+  private readonly resetKeys: (keys: readonly string[]) => Promise<void>
   private readonly startedAt: number
   private lastGoodSyncAt = 0
   private instances = 1
@@ -185,6 +186,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       typeof client.on === 'function' && typeof client.off === 'function'
         ? ClientErrors.of(client as ErrorEvents)
         : undefined
+    this.resetKeys = keysReset(client, prefix, this.cluster)
     this.startedAt = this.now()
     if (this.config.autoSync) this.schedule()
   }
@@ -330,7 +332,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       if (slot >= 0) this.slots.remove(slot)
       keys.push(key, `${key}:prev`)
     }
-    await unlinkBySlot(this.config.client, keys, this.cluster)
+    await this.resetKeys(keys)
     this.errors?.answered()
   }
 

@@ -6,7 +6,8 @@ import { checkOptionsObject, integerOption, optionKeys } from '../option-objects
 import { decideScript } from '../scripts/generated.js'
 import { Batches } from './batches.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
-import { decideAcrossSlots, groupBySlot, type RunOnSlot, unlinkBySlot } from './cluster-slots.js'
+import { decideAcrossSlots, groupBySlot, type RunOnSlot } from './cluster-slots.js'
+import { operationKey } from './operations.js'
 import {
   type DecodedReply,
   decisionFailure,
@@ -18,6 +19,7 @@ import {
 } from './redis-wire.js'
 import { RefusalCache } from './refusal-cache.js'
 import { ReplyWatches } from './reply-watch.js'
+import { keysReset } from './reset-once.js'
 import type {
   Store,
   StoreOperation,
@@ -35,7 +37,6 @@ import type {
  */
 export interface RedisClientLike {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
-  unlink(...keys: string[]): Promise<number>
   /** How the store hears what Redis said to the client; without `on` and `off` it does not listen. */
   on?(event: 'error' | 'node error', listener: (error: Error) => void): unknown
   off?(event: 'error' | 'node error', listener: (error: Error) => void): unknown
@@ -109,6 +110,8 @@ interface QueuedRun {
   receiver: StoreReceiver
   /** The refusal cache's mark when the decision was asked: a refusal after a refund or reset meanwhile is not kept. */
   mark: number
+  /** For a refund or an undo: the key that makes it apply once, sent before the targets' keys. */
+  operationKey: string | undefined
 }
 
 /**
@@ -139,6 +142,7 @@ export class RedisStore implements Store {
   private readonly scriptArguments = new ScriptArguments()
   private readonly batches: Batches<QueuedRun>
   private readonly errors: ClientErrors | undefined
+  private readonly resetKeys: (keys: readonly string[]) => Promise<void>
   private readonly watches: ReplyWatches
   private readonly refusals: RefusalCache | undefined
   /**
@@ -176,6 +180,7 @@ export class RedisStore implements Store {
     const commands = client as unknown as Record<string, DecideCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
     this.runScript = (commands[COMMAND] as DecideCommand).bind(client)
+    this.resetKeys = keysReset(client, this.keys.prefix, this.cluster)
     this.batches = new Batches(MAX_BATCH, (group, runs) => this.send(group, runs))
     this.errors =
       typeof client.on === 'function' && typeof client.off === 'function'
@@ -229,14 +234,26 @@ export class RedisStore implements Store {
       }
     }
     const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-    this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: true, receiver, mark })
+    const operationKey = operation === 'refund' ? this.operationKeyFor(targets) : undefined
+    this.batches.add(group, {
+      operation,
+      keys,
+      targets,
+      cost,
+      time,
+      random,
+      revertable: true,
+      receiver,
+      mark,
+      operationKey,
+    })
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
     if (targets.length === 0) return
     const keys = this.keysOf(targets)
     this.refusals?.forget(targets)
-    await unlinkBySlot(this.client, keys, this.cluster)
+    await this.resetKeys(keys)
     this.errors?.answered()
   }
 
@@ -246,6 +263,11 @@ export class RedisStore implements Store {
    */
   private refusalTime(): number {
     return this.clock ? timeFrom(this.clock, 'RedisStore') : performance.now()
+  }
+
+  /** A new operation's key in the slot of the targets' keys: they share their identifier's hash tag. */
+  private operationKeyFor(targets: readonly StoreTarget[]): string {
+    return operationKey(this.keys.prefix, (targets[0] as StoreTarget).identifier)
   }
 
   private keysOf(targets: readonly StoreTarget[]): string[] {
@@ -280,16 +302,32 @@ export class RedisStore implements Store {
       const sent = asker?.sent?.bind(asker)
       if (sent !== undefined) receiver.sent = sent
       // An undo gives units back, as a refund does.
+      const givesBack = operation === 'undo' || operation === 'refund'
       if (operation === 'undo') this.refusals?.forget(targets)
-      this.batches.add(group, { operation, keys, targets, cost, time, random, revertable: false, receiver, mark: 0 })
+      this.batches.add(group, {
+        operation,
+        keys,
+        targets,
+        cost,
+        time,
+        random,
+        revertable: false,
+        receiver,
+        mark: 0,
+        operationKey: givesBack ? this.operationKeyFor(targets) : undefined,
+      })
     })
 
   private send(group: number, runs: readonly QueuedRun[]): void {
     const keysAndArgs: string[] = []
-    for (const run of runs) for (const key of run.keys) keysAndArgs.push(key)
+    for (const run of runs) {
+      if (run.operationKey !== undefined) keysAndArgs.push(run.operationKey)
+      for (const key of run.keys) keysAndArgs.push(key)
+    }
     const keyCount = keysAndArgs.length
     for (const run of runs) {
-      keysAndArgs.push(this.scriptArguments.of(run.operation, run.cost, run.time, run.random, run.targets))
+      const once = run.operationKey !== undefined
+      keysAndArgs.push(this.scriptArguments.of(run.operation, run.cost, run.time, run.random, run.targets, once))
       if (run.random !== undefined) keysAndArgs.push(randomArgument(run.random))
     }
     let reply: Promise<unknown>

@@ -40,25 +40,26 @@ const SERVER_DOWN_CODES = new Set([
 /**
  * The script's argument for one decision: `operation cost now spec|spec…`, or for a decision that
  * may shed `operation cost now * spec|spec…`, followed by its random number as an argument of its
- * own, so that the request's text repeats and the script parses it once per batch. A spec is the
- * algorithm's code then `limit period` per window, `limit period/lowBurst` for one that sheds.
+ * own, so that the request's text repeats and the script parses it once per batch; or for one sent
+ * with an operation's key (a refund or an undo, applied once) `operation cost now ! spec|spec…`. A
+ * spec is the algorithm's code then `limit period` per window, `limit period/lowBurst` for one
+ * that sheds.
  */
 export class ScriptArguments {
   /** A rule's windows always encode to the same spec; each is encoded once. */
   private readonly specs = new WeakMap<readonly Window[], string>()
 
-  /** `time` is milliseconds, or '-' for the server's TIME. */
+  /** `time` is milliseconds, or '-' for the server's TIME; `once`: sent with an operation's key. */
   of(
     operation: StoreOperation | 'undo',
     cost: number,
     time: string,
     random: number | undefined,
     targets: readonly StoreTarget[],
+    once = false,
   ): string {
-    let argument =
-      random === undefined
-        ? `${operation} ${cost} ${time} ${this.specOf(targets[0] as StoreTarget)}`
-        : `${operation} ${cost} ${time} * ${this.specOf(targets[0] as StoreTarget)}`
+    const marker = random !== undefined ? '* ' : once ? '! ' : ''
+    let argument = `${operation} ${cost} ${time} ${marker}${this.specOf(targets[0] as StoreTarget)}`
     for (let i = 1; i < targets.length; i++) argument += `|${this.specOf(targets[i] as StoreTarget)}`
     return argument
   }

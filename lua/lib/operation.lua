@@ -1,0 +1,16 @@
+-- Writes that give units back (refunds, undos, resets) are sent with an operation's key, so that
+-- a command sent again after a lost reply (ioredis resends on reconnecting) applies once: the key
+-- is set once the operation ran, and an operation that finds it set writes nothing.
+
+-- How long an operation's key says it ran: longer than a client retries a command whose reply it
+-- lost (ioredis resends on reconnecting, and by default gives up after 20 attempts, within about
+-- ten seconds), and short enough that a process refunding thousands a second keeps few keys.
+local OPERATION_TTL_MS = 60000
+
+local function operation_ran(key)
+  return redis.call('EXISTS', key) == 1
+end
+
+local function operation_done(key)
+  redis.call('SET', key, '1', 'PX', OPERATION_TTL_MS)
+end

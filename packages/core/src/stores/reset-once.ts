@@ -1,0 +1,37 @@
+import { resetScript } from '../scripts/generated.js'
+import { groupBySlot } from './cluster-slots.js'
+import { operationKeyBeside } from './operations.js'
+
+/** The part of an ioredis client a reset needs. */
+export interface ScriptClient {
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
+}
+
+type ResetCommand = (numberOfKeys: number, ...keys: string[]) => Promise<unknown>
+
+const COMMAND = `tollgateReset${resetScript.sha1.slice(0, 12)}`
+
+/**
+ * Deletes keys once per call, however often the client sends it (lua/reset.lua): a reset sent
+ * again after a lost reply would otherwise delete what was charged after it ran. One script call
+ * per Cluster slot (one for all elsewhere), each with an operation's key in its slot.
+ */
+export function keysReset(
+  client: ScriptClient,
+  prefix: string,
+  cluster: boolean,
+): (keys: readonly string[]) => Promise<void> {
+  const commands = client as unknown as Record<string, ResetCommand | undefined>
+  if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: resetScript.lua })
+  const run = (commands[COMMAND] as ResetCommand).bind(client)
+  return async (keys) => {
+    if (keys.length === 0) return
+    const slots = cluster ? groupBySlot(keys) : [keys.map((_, i) => i)]
+    await Promise.all(
+      slots.map((indices) => {
+        const group = indices.map((i) => keys[i] as string)
+        return run(group.length + 1, operationKeyBeside(prefix, group[0] as string), ...group)
+      }),
+    )
+  }
+}

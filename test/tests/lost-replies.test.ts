@@ -1,0 +1,114 @@
+import { createLimiter, type Limiter, RedisStore } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
+import { FaultProxy } from '../src/fault-proxy.js'
+import { pollUntil } from '../src/poll.js'
+
+const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
+const LIMIT = 10
+const rules = { r: { algorithm: 'fixed-window', windows: [{ limit: LIMIT, period: '1m' }] } } as const
+
+// ioredis, at its defaults, sends again the commands whose replies it lost when it reconnects. A
+// reply lost after Redis ran a write that gives units back (a proxy forwarding the command, then
+// dropping the connection) once applied that write twice: a refund of 10 let 20 more through.
+describe('writes that give units back apply once, however often a lost reply has them sent', () => {
+  let proxy: FaultProxy
+  let direct: Redis
+  let prefixes = 0
+  const opened: Array<{ close(): Promise<unknown> } | { disconnect(): void }> = []
+
+  beforeAll(async () => {
+    const target = new URL(inject('redisUrl'))
+    proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
+    direct = new Redis(inject('redisUrl'))
+  })
+  afterEach(async () => {
+    proxy.set({ kind: 'pass' })
+    for (const item of opened.splice(0)) {
+      if ('close' in item) await item.close()
+      else item.disconnect()
+    }
+  })
+  afterAll(async () => {
+    direct.disconnect()
+    await proxy.close()
+  })
+
+  /** A process whose connection to Redis goes through the proxy, ioredis at its defaults, and one whose does not. */
+  async function processes() {
+    const prefix = `lost-replies:${process.pid}:${prefixes++}:`
+    const clock = () => T0
+    const through = new Redis(proxy.url)
+    const proxied = createLimiter({ store: new RedisStore({ client: through, prefix, clock }), rules })
+    const other = createLimiter({
+      store: new RedisStore({ client: direct, prefix, clock, refusalCache: false }),
+      rules,
+    })
+    opened.push(proxied, other, through)
+    // Connected and ready, so that the reply a test drops is its command's, not the ready check's.
+    await through.ping()
+    return { proxied, other, through }
+  }
+
+  async function admitted(limiter: Limiter, count: number): Promise<number> {
+    let ok = 0
+    for (let i = 0; i < count; i++) if ((await limiter.consume('r', 'ip:1')).allowed) ok++
+    return ok
+  }
+
+  /** Until the proxy has dropped one more reply than `before`. */
+  async function dropped(before: number): Promise<void> {
+    await pollUntil('the command ran and its reply was dropped', 10_000, async () =>
+      proxy.droppedReplies > before ? { done: true, value: undefined } : { done: false, state: 'not yet' },
+    )
+  }
+
+  /** Until the proxied client is back and has sent again what it had not heard of. */
+  async function reconnected(through: Redis, limiter: Limiter): Promise<void> {
+    await pollUntil('the proxied client answers again', 10_000, async () =>
+      through.status === 'ready' ? { done: true, value: undefined } : { done: false, state: through.status },
+    )
+    // Commands keep their order on the connection: the one sent again ran before this peek.
+    await limiter.peek('r', 'ip:1', { storeTimeoutMs: 10_000 })
+  }
+
+  it('a refund whose reply was lost gives its units back once', async () => {
+    const { proxied, other, through } = await processes()
+    expect(await admitted(other, LIMIT)).toBe(LIMIT)
+    // The refund runs in Redis; its reply is lost, and the proxy refuses the client until told.
+    const before = proxy.droppedReplies
+    proxy.dropNextReply({ kind: 'reset' })
+    const refunding = proxied.refund('r', 'ip:1', { cost: LIMIT }).catch((error: unknown) => error)
+    await dropped(before)
+    expect(await admitted(other, LIMIT)).toBe(LIMIT)
+    proxy.set({ kind: 'pass' })
+    await refunding
+    await reconnected(through, proxied)
+    expect(await admitted(other, LIMIT)).toBe(0)
+  })
+
+  it('a refund whose reply was lost and sent again at once resolves, applied once', async () => {
+    const { proxied, other } = await processes()
+    expect(await admitted(other, LIMIT)).toBe(LIMIT)
+    const before = proxy.droppedReplies
+    proxy.dropNextReply()
+    const refund = await proxied.refund('r', 'ip:1', { cost: LIMIT, storeTimeoutMs: 10_000 })
+    expect(refund.windows[0]?.remaining).toBe(LIMIT)
+    expect(proxy.droppedReplies).toBe(before + 1)
+    expect(await admitted(other, 2 * LIMIT)).toBe(LIMIT)
+  })
+
+  it('a reset whose reply was lost forgets the state once, not what was charged after it', async () => {
+    const { proxied, other, through } = await processes()
+    expect(await admitted(other, LIMIT)).toBe(LIMIT)
+    const before = proxy.droppedReplies
+    proxy.dropNextReply({ kind: 'reset' })
+    const resetting = proxied.reset('r', 'ip:1').catch((error: unknown) => error)
+    await dropped(before)
+    expect(await admitted(other, LIMIT)).toBe(LIMIT)
+    proxy.set({ kind: 'pass' })
+    await resetting
+    await reconnected(through, proxied)
+    expect(await admitted(other, LIMIT)).toBe(0)
+  })
+})
