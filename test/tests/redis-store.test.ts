@@ -4,6 +4,7 @@ import {
   type AlgorithmName,
   createLimiter,
   type Decision,
+  HybridStore,
   RedisStore,
   type RulesOptions,
 } from '@tollgate/core'
@@ -196,5 +197,20 @@ describe('RedisStore, a sliding log of 1 ms', () => {
     expect(lost).toBe(0)
     await limiter.close()
     await client.quit()
+  })
+})
+
+// A clock that returns no time once failed only at each decision, as a store error, and under
+// `onStoreError: 'allow'` every request then passed: found at construction now.
+describe('a store given a clock that returns no time', () => {
+  it('is refused at construction, naming the option and the value', () => {
+    const client = new Redis(inject('redisUrl'), { lazyConnect: true })
+    expect(() => new RedisStore({ client, clock: () => Number.NaN })).toThrow(
+      'RedisStore option clock returned NaN; a clock must return whole milliseconds since the epoch, from 0 to 8640000000000000 (called once at construction)',
+    )
+    expect(() => new HybridStore({ client, clock: () => '1700000000000' as never, autoSync: false })).toThrow(
+      'HybridStore option clock returned "1700000000000"',
+    )
+    client.disconnect()
   })
 })

@@ -1,4 +1,4 @@
-import { describeValue, TollgateError } from './errors.js'
+import { describeValue, TollgateConfigError, TollgateError } from './errors.js'
 
 /** Milliseconds since the epoch, as whole numbers. */
 export type Clock = () => number
@@ -25,4 +25,27 @@ export function timeFrom(clock: Clock, store: string): number {
     )
   }
   return now
+}
+
+/**
+ * `clock` as a store's option: a function, called once here so that one returning no time (a
+ * string, NaN, seconds instead of milliseconds as a fraction) is found at construction rather
+ * than at every decision. A clock that goes bad later still fails each decision it times.
+ */
+export function clockOption(clock: unknown, owner: string): Clock {
+  if (typeof clock !== 'function') {
+    throw new TollgateConfigError(`${owner} option clock must be a function, got ${describeValue(clock)}`)
+  }
+  try {
+    timeFrom(clock as Clock, owner)
+  } catch (error) {
+    const said =
+      error instanceof TollgateError ? error.message : `threw ${describeValue((error as Error)?.message ?? error)}`
+    throw new TollgateConfigError(
+      error instanceof TollgateError
+        ? `${said} (called once at construction)`
+        : `${owner} option clock ${said} when called at construction`,
+    )
+  }
+  return clock as Clock
 }

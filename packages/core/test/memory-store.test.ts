@@ -276,6 +276,25 @@ describe('options', () => {
       'option sweepIntervalMs must be an integer from 0 to 2147483647, got 1.5',
     ],
     ["clock 'x'", { clock: 'x' }, 'option clock must be a function, got "x"'],
+    [
+      'a clock returning a string',
+      { clock: () => '1700000000000' },
+      'MemoryStore option clock returned "1700000000000"; a clock must return whole milliseconds since the epoch, from 0 to 8640000000000000 (called once at construction)',
+    ],
+    [
+      'a clock returning seconds as a fraction',
+      { clock: () => 1_700_000_000.5 },
+      'MemoryStore option clock returned 1700000000.5',
+    ],
+    [
+      'a clock that throws',
+      {
+        clock: () => {
+          throw new Error('no time')
+        },
+      },
+      'MemoryStore option clock threw "no time" when called at construction',
+    ],
     ['an unknown key', { maxkeys: 10 }, "MemoryStore options: unknown option 'maxkeys'"],
   ])('%s is refused with a TollgateConfigError naming the value', (_, options, message) => {
     let thrown: unknown

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js'
+import { clockOption } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { validatePrefix } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
@@ -175,9 +176,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
     throw new TollgateConfigError(`HybridStore option autoSync must be true or false, got ${describeValue(autoSync)}`)
   }
   const { clock } = raw
-  if (clock !== undefined && typeof clock !== 'function') {
-    throw new TollgateConfigError(`HybridStore option clock must be a function, got ${describeValue(clock)}`)
-  }
+  if (clock !== undefined) clockOption(clock, 'HybridStore')
   const outage = checkOptionsObject(raw.outage ?? {}, OUTAGE_KEYS, 'HybridStore option outage', {
     shape: '{ policy, afterMs }',
   })

@@ -1,4 +1,4 @@
-import { type Clock, systemClock, timeFrom } from '../clock.js'
+import { type Clock, clockOption, systemClock, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { encodeKeyPart, KeyBuilder, MAX_RAW_PART_LENGTH } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
@@ -172,9 +172,7 @@ export class MemoryStore implements Store {
       maxKeys = 1_000_000,
       sweepIntervalMs = 60_000,
     } = checkOptionsObject(options, OPTION_KEYS, 'MemoryStore options')
-    if (typeof clock !== 'function') {
-      throw new TollgateConfigError(`MemoryStore option clock must be a function, got ${describeValue(clock)}`)
-    }
+    clockOption(clock, 'MemoryStore')
     if (typeof maxKeys !== 'number' || !Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       throw new TollgateConfigError(
         `MemoryStore option maxKeys must be a positive integer, got ${describeValue(maxKeys)}`,

@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot'
-import { type Clock, timeFrom } from '../clock.js'
+import { type Clock, clockOption, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import { checkOptionsObject, integerOption, optionKeys } from '../option-objects.js'
@@ -134,7 +134,6 @@ interface QueuedRun {
  * at once.
  */
 export class RedisStore implements Store {
-  private readonly client: RedisClientLike
   private readonly cluster: boolean
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
@@ -160,11 +159,8 @@ export class RedisStore implements Store {
         `RedisStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
       )
     }
-    if (clock !== undefined && typeof clock !== 'function') {
-      throw new TollgateConfigError(`RedisStore option clock must be a function, got ${describeValue(clock)}`)
-    }
+    if (clock !== undefined) clockOption(clock, 'RedisStore')
     const refusalSettings = refusalCacheOf(refusalCache)
-    this.client = client
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
     this.watches = new ReplyWatches(client, this.cluster)
     if (refusalSettings !== undefined) {

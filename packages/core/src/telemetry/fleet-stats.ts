@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { type Clock, timeFrom } from '../clock.js'
+import { type Clock, clockOption, timeFrom } from '../clock.js'
 import type { Decision } from '../decision.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { validatePrefix } from '../keys.js'
@@ -303,10 +303,7 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
       `shareFleetStats option onWarning must be a function, got ${describeValue(onWarning)}`,
     )
   }
-  const clock = raw.clock ?? Date.now
-  if (typeof clock !== 'function') {
-    throw new TollgateConfigError(`shareFleetStats option clock must be a function, got ${describeValue(clock)}`)
-  }
+  const clock = clockOption(raw.clock ?? Date.now, 'shareFleetStats')
   return {
     client,
     prefix,
