@@ -118,3 +118,39 @@ describe('HybridStore through an outage', () => {
     30_000,
   )
 })
+
+// The outage policy's counts had no bound: with Redis unreachable, maxTrackedKeys 1,000 and a
+// one-hour window, a million identifiers took the heap to 293 MB while trackedKeys said 1,000.
+describe('HybridStore through an outage met by a flood of identifiers', () => {
+  it('holds at most maxTrackedKeys counts of its own, and says so in trackedKeys', async () => {
+    // Nothing listens there: no sync can reach Redis, and none is tried (autoSync off).
+    const client = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true })
+    const clock = new ManualClock(T0)
+    const store = new HybridStore({
+      client,
+      clock: clock.now,
+      autoSync: false,
+      maxTrackedKeys: 1_000,
+      outage: { policy: 'local-full', afterMs: 1_000 },
+      onWarning: () => {},
+    })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 5, period: '1h' }] } },
+      onWarning: () => {},
+    })
+    clock.advance(1_001)
+    for (let i = 0; i < 20_000; i++) {
+      const decision = await limiter.consume('r', `ip:10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)
+      expect(decision.reason).toBe('degraded-local')
+    }
+    // 1,000 it decides and syncs, and 1,000 counts of the outage's own.
+    expect(store.stats().trackedKeys).toBe(2_000)
+    // Still limiting: a key hammered now is held to the limit.
+    const hammered = []
+    for (let i = 0; i < 10; i++) hammered.push((await limiter.consume('r', 'ip:203.0.113.7')).allowed)
+    expect(hammered.filter(Boolean)).toHaveLength(5)
+    await limiter.close()
+    client.disconnect()
+  })
+})

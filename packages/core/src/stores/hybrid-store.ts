@@ -45,6 +45,10 @@ export interface SyncReport {
 }
 
 export interface HybridStats {
+  /**
+   * Keys the process holds state for: those it decides and syncs, strict mode's leases, and the
+   * outage policy's own counts while no sync reaches Redis; `maxTrackedKeys` bounds each.
+   */
   trackedKeys: number
   /** Keys with units Redis has not taken yet. */
   dirtyKeys: number
@@ -307,7 +311,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (outagePolicy === 'allow' || outagePolicy === 'deny') {
       return { allowed: outagePolicy === 'allow', nowMs: now, windows: [], outage: { policy: outagePolicy, error } }
     }
-    this.outage ??= new OutageTable(outagePolicy === 'local-share' ? this.instances : 1)
+    this.outage ??= new OutageTable(outagePolicy === 'local-share' ? this.instances : 1, this.config.maxTrackedKeys)
     const result = this.outage.evaluate(keys, request, now)
     result.outage = { policy: 'local', error }
     return result
@@ -375,7 +379,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     for (const slot of slots.sending.keys()) if (!slots.hasPending(slot)) dirtyKeys++
     const since = this.lastSyncOrStart()
     return {
-      trackedKeys: slots.size + (this.book?.size ?? 0),
+      trackedKeys: slots.size + (this.book?.size ?? 0) + (this.outage?.size ?? 0),
       dirtyKeys,
       lastSyncAtMs: this.lastGoodSyncAt,
       stalenessMs: Math.max(0, now - since),
