@@ -56,7 +56,13 @@ for arg = 3, #ARGV do
   elseif folded and rule.code ~= 'tb' then
     after = '!units folded for the rule ' .. text .. ', which is not a bucket'
   else
-    over, after = add_to_key(rule, name, raw, now, segments, s, folded)
+    -- A side key of another type fails its entry alone too: it is read before anything is written.
+    local ok, added_over, added_after = pcall(add_to_key, rule, name, raw, now, segments, s, folded)
+    if ok then
+      over, after = added_over, added_after
+    else
+      after = '!' .. tostring(type(added_over) == 'table' and added_over.err or added_over)
+    end
   end
   reply[#reply + 1], reply[#reply + 2] = after, over
   key = key + 1

@@ -53,6 +53,30 @@ describe('HybridStore', () => {
     return limiter
   }
 
+  // A fixed window's side key (`:prev`) of another type once failed the sync script for its whole
+  // chunk: neighbours never reached Redis, and the process went degraded.
+  it('fails only the entry whose side key is of another type: its neighbours still reach Redis', async () => {
+    const clock = new ManualClock(T0)
+    const prefix = `side${prefixes++}:`
+    const store = hybrid(clock, prefix)
+    const limiter = limiterOn(store, { r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1m' }] } })
+    const redis = new RedisStore({ client, prefix, clock: clock.now, refusalCache: false })
+    const broken = redis.keyOf({ rule: 'r', algorithm: 'fixed-window', windows: [], identifier: 'ip:broken' })
+    await client.rpush(`${broken}:prev`, 'another program')
+    await client.pexpire(`${broken}:prev`, 60_000)
+    for (const id of ['ip:broken', 'ip:a', 'ip:b']) await limiter.consume('r', id, { cost: 3 })
+    const report = await store.syncNow()
+    expect(report.error?.message).toContain('WRONGTYPE')
+    const onRedis = createLimiter({
+      store: redis,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1m' }] } },
+    })
+    closers.push(() => onRedis.close())
+    for (const id of ['ip:a', 'ip:b']) expect((await onRedis.peek('r', id)).windows[0]?.remaining).toBe(7)
+    // The broken key's units are dropped, as a main key of another type's are: they would fail every sync.
+    expect(store.stats()).toMatchObject({ dirtyKeys: 0, mode: 'synced' })
+  })
+
   it('refuses a sliding-log rule at construction, naming the rule and the algorithms that work', () => {
     const store = hybrid(new ManualClock(T0), `t${prefixes++}:`)
     expect(() =>
