@@ -1,4 +1,4 @@
-import { type Histogram, trace } from '@opentelemetry/api'
+import { type Attributes, type Histogram, trace } from '@opentelemetry/api'
 import type { Decision, DecisionCounts, DecisionObserver, Rule, StoreErrorKind } from '@tollgate/core'
 import { decisionOutcome } from '@tollgate/core'
 
@@ -18,6 +18,8 @@ export class DecisionSpans implements DecisionObserver {
     private readonly counts: DecisionCounts,
     private readonly durations: Histogram,
     private readonly spans: boolean,
+    /** What the limiter's durations carry: its name, when it has one. */
+    private readonly attributes: Attributes,
   ) {
     this.timeEvery = counts.timeEvery
   }
@@ -35,7 +37,7 @@ export class DecisionSpans implements DecisionObserver {
 
   timed(seconds: number): void {
     this.counts.timed(seconds)
-    this.durations.record(seconds)
+    this.durations.record(seconds, this.attributes)
   }
 
   storeFailed(kind: StoreErrorKind): void {

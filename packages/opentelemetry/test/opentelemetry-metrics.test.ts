@@ -7,8 +7,6 @@ import {
   DECISION_OUTCOMES,
   type Limiter,
   MemoryStore,
-  type Store,
-  type StoreRequest,
   TollgateConfigError,
   type WindowOptions,
 } from '@tollgate/core'
@@ -17,19 +15,10 @@ import { seededUniform } from '@tollgate/test-support/seeded-random'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { openTelemetryMetrics } from '../src/index.js'
 import { attributesKey, CollectedMetrics } from './collect.js'
+import { downStore } from './down-store.js'
 
 const rule = (name: string, result: string) =>
   attributesKey({ 'tollgate.rate_limiting.rule': name, 'tollgate.rate_limiting.result': result })
-
-/** A store that fails every decision, through `evaluate` as a network store would. */
-const downStore = (memory: MemoryStore): Store => ({
-  evaluate: (request: StoreRequest) =>
-    request.targets[0]?.rule === 'down'
-      ? Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6379'))
-      : memory.evaluate(request),
-  reset: (targets) => memory.reset(targets),
-  close: () => memory.close(),
-})
 
 let limiter: Limiter | undefined
 let metrics: CollectedMetrics
