@@ -100,6 +100,8 @@ describe('HybridStore through an outage', () => {
       for (const store of stores) await store.syncNow()
       server.kill('SIGSTOP')
       try {
+        // An outage is a sync that fails, not time alone.
+        expect((await (stores[0] as HybridStore).syncNow()).error).toBeDefined()
         clock.advance(3_001)
         const [limiter] = limiters as [Limiter]
         let passed = 0
@@ -131,6 +133,7 @@ describe('HybridStore through an outage met by a flood of identifiers', () => {
       clock: clock.now,
       autoSync: false,
       maxTrackedKeys: 1_000,
+      syncTimeoutMs: 50,
       outage: { policy: 'local-full', afterMs: 1_000 },
       onWarning: () => {},
     })
@@ -139,6 +142,7 @@ describe('HybridStore through an outage met by a flood of identifiers', () => {
       rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 5, period: '1h' }] } },
       onWarning: () => {},
     })
+    expect((await store.syncNow()).error).toBeDefined()
     clock.advance(1_001)
     for (let i = 0; i < 20_000; i++) {
       const decision = await limiter.consume('r', `ip:10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)

@@ -351,6 +351,35 @@ describe('HybridStore, strict mode: decisions', () => {
     await Promise.all([redis.close(), strict.close()])
   })
 
+  // A forward step of an injected clock larger than outage.afterMs once read as an outage: with no
+  // Redis fault, decisions the slices did not cover went to the outage policy, and three processes
+  // admitted 2,048 against a limit of 1,900.
+  it('takes a clock that jumps forward, with syncs succeeding, for time, not for an outage', async () => {
+    const clock = new ManualClock(T0)
+    const store = new HybridStore({
+      client,
+      prefix: `strictd${prefixes++}:`,
+      clock: clock.now,
+      autoSync: false,
+      consistency: 'strict',
+      outage: { policy: 'allow', afterMs: 3_000 },
+      onWarning: () => {},
+    })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1h' }] } },
+      onWarning: () => {},
+    })
+    expect((await limiter.consume('r', 'ip:1')).reason).toBe('ok')
+    expect((await store.syncNow()).error).toBeUndefined()
+    clock.advance(10_000)
+    expect(store.stats().mode).toBe('synced')
+    const reasons: string[] = []
+    for (let i = 0; i < 12; i++) reasons.push((await limiter.consume('r', 'ip:1')).reason)
+    expect(reasons).toEqual([...Array(9).fill('ok'), 'limited', 'limited', 'limited'])
+    await limiter.close()
+  })
+
   it('through an outage: held slices still admit, then the policies decide', async () => {
     const own = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true })
     await own.connect()

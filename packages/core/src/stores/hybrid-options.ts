@@ -23,8 +23,8 @@ export interface HybridOutageOptions {
   /** @default 'local-share' */
   policy?: OutagePolicy
   /**
-   * How long without a good sync before decisions follow `policy`; `Infinity`: never, decisions
-   * go on from the last totals however old.
+   * How long without a good sync, the last one having failed, before decisions follow `policy`;
+   * `Infinity`: never, decisions go on from the last totals however old.
    * @default 3 × syncIntervalMs
    */
   afterMs?: number

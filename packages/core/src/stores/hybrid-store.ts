@@ -5,6 +5,7 @@ import { TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
 import type { AlgorithmName } from '../rules.js'
 import { leaseScript, syncScript } from '../scripts/generated.js'
+import { isStoreDown } from '../store-errors.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { pendingUnits } from './hybrid-bucket-fold.js'
@@ -58,7 +59,10 @@ export interface HybridStats {
   stalenessMs: number
   /** Live processes at the last good sync (1 before it). */
   instances: number
-  /** `'degraded'` once `outage.afterMs` passed without a good sync: decisions follow the outage policy. */
+  /**
+   * `'degraded'` once the last sync failed and none has reached Redis for `outage.afterMs`:
+   * decisions follow the outage policy.
+   */
   mode: 'synced' | 'degraded'
   /** Keys dropped by `maxTrackedKeys` with units not yet pushed: those units never reach Redis. */
   evictedUnsynced: number
@@ -140,6 +144,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly resetKeys: (keys: readonly string[]) => Promise<void>
   private readonly startedAt: number
   private lastGoodSyncAt = 0
+  /** Whether the last exchange with Redis that ended (a sync, a lease round trip) failed to reach it. */
+  private redisFailing = false
   private instances = 1
   private degradedNoticed = false
   private outage: OutageTable | undefined
@@ -228,7 +234,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private decide(request: StoreRequest): StoreResult {
     const now = this.now()
     const { operation, targets, cost } = request
-    const degraded = now - this.lastSyncOrStart() > this.config.outageAfterMs
+    const degraded = this.degradedAt(now)
     if (degraded) this.noticeDegraded(now)
     const { slots } = this
     const count = targets.length
@@ -277,7 +283,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const leases = request.targets.map((target) => book.leaseOf(target))
     const result = book.decide(request, leases, now, this.marginMs())
     if (result !== undefined) return result
-    if (now - this.lastSyncOrStart() <= this.config.outageAfterMs) return undefined
+    if (!this.degradedAt(now)) return undefined
     this.noticeDegraded(now)
     return this.outageResult(
       leases.map((lease) => lease.key),
@@ -294,8 +300,10 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     try {
       const result = await (this.exchange as LeaseExchange).decide(request, leases, now, asker)
       this.lastContactAt = this.safeNow()
+      this.redisFailing = false
       return result
     } catch (error) {
+      if (isStoreDown(error)) this.redisFailing = true
       if (error instanceof TollgateError && error.code === 'TG_STORE') throw error
       throw this.failure(
         `the lease round trip failed: ${error instanceof Error ? error.message : String(error)}`,
@@ -384,7 +392,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       lastSyncAtMs: this.lastGoodSyncAt,
       stalenessMs: Math.max(0, now - since),
       instances: this.instances,
-      mode: now - since > this.config.outageAfterMs ? 'degraded' : 'synced',
+      mode: this.degradedAt(now) ? 'degraded' : 'synced',
       evictedUnsynced: this.evictedUnsynced,
       leaseRoundTrips: this.exchange?.roundTrips ?? 0,
       reservedUnits: this.book?.reservedUnits() ?? 0,
@@ -407,6 +415,15 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (this.slots.pendingKeys > 0 || (this.book?.listed.size ?? 0) > 0) await this.syncNow()
     else await this.syncing
     this.errors?.release()
+  }
+
+  /**
+   * Whether decisions follow the outage policy at `now`: the last sync or round trip failed to
+   * reach Redis, and none has for `outage.afterMs`. Time alone is not an outage: a clock that jumps forward (an
+   * injected one, or a wall clock stepped) while syncs succeed leaves the store synced.
+   */
+  private degradedAt(now: number): boolean {
+    return this.redisFailing && now - this.lastSyncOrStart() > this.config.outageAfterMs
   }
 
   private lastSyncOrStart(): number {
@@ -525,11 +542,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const settled = await Promise.race([Promise.all(outcomes), deadline])
     clearTimeout(timer)
     if (settled === timedOut) {
+      this.redisFailing = true
       report.error = this.failure(`the sync did not answer within ${this.config.syncTimeoutMs} ms`)
       return this.reported(report, started)
     }
     for (const outcome of settled) {
       if (outcome instanceof Error) {
+        this.redisFailing = true
         report.error ??= this.failure(`the sync failed: ${outcome.message}`, outcome)
         continue
       }
@@ -660,6 +679,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /** A sync that reached Redis for every chunk: the store is synced again. */
   private synced(report: SyncReport): void {
+    this.redisFailing = false
     this.lastGoodSyncAt = this.safeNow()
     if (this.degradedNoticed) {
       this.degradedNoticed = false
