@@ -47,7 +47,7 @@ describe('tollgate on a Redis Cluster', () => {
       message: 'state ok, 16384 of 16384 slots served, 3 masters',
     })
     expect(checks.get('scripts')?.message).toBe(
-      '5 scripts load (decide, sync, lease, publishRules, readRules) on 3 masters',
+      '6 scripts load (decide, sync, lease, reset, publishRules, readRules) on 3 masters',
     )
     expect(checks.get('version')?.details?.versions).toHaveLength(3)
 

@@ -24,32 +24,67 @@ const CHART_HEIGHT = 220
 const count = new Intl.NumberFormat('en')
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`
 
+/** After this, a page whose stream was refused (503: too many open) or lost for good opens it again. */
+const REOPEN_MS = 5_000
+
+/**
+ * The last snapshot, and the stream's state: `live`, `stale` (the view is there but Redis has not
+ * answered its read: `stale` holds since when and for how long) or `reconnecting`.
+ */
 function useSnapshot() {
   const [snapshot, setSnapshot] = useState(undefined)
   const [connected, setConnected] = useState(false)
+  const [stale, setStale] = useState(undefined)
   useEffect(() => {
-    const events = new EventSource('./events')
-    events.onopen = () => setConnected(true)
-    events.onerror = () => setConnected(false)
-    events.onmessage = (event) => setSnapshot(JSON.parse(event.data))
-    return () => events.close()
+    let events
+    let reopen
+    const open = () => {
+      events = new EventSource('./events')
+      events.onopen = () => setConnected(true)
+      events.onerror = () => {
+        setConnected(false)
+        // An EventSource retries a dropped stream by itself, but gives up on an answer other than 200.
+        if (events.readyState === EventSource.CLOSED) reopen = setTimeout(open, REOPEN_MS)
+      }
+      events.onmessage = (event) => {
+        setSnapshot(JSON.parse(event.data))
+        setStale(undefined)
+      }
+      events.addEventListener('stale', (event) => setStale(JSON.parse(event.data)))
+    }
+    open()
+    return () => {
+      clearTimeout(reopen)
+      events.close()
+    }
   }, [])
-  return [snapshot, connected]
+  return [snapshot, connected ? (stale ? 'stale' : 'live') : 'reconnecting', stale]
+}
+
+const clockTime = (ms) => new Date(ms).toLocaleTimeString('en-GB')
+
+function Staleness({ stale }) {
+  if (!stale) return ''
+  return html`<p class="error" id="stale">
+    Stale since ${clockTime(stale.sinceMs)}: Redis has not answered for ${seconds(stale.waitedMs)}; the figures
+    shown are the last it gave.
+  </p>`
 }
 
 function App() {
-  const [snapshot, connected] = useSnapshot()
+  const [snapshot, status, stale] = useSnapshot()
   const [target, setTarget] = useState({ rule: '', identifier: '' })
-  if (snapshot === undefined) return html`<p class="muted">Connecting…</p>`
+  if (snapshot === undefined) return html`<p class="muted">Connecting…</p><${Staleness} stale=${stale} />`
   const last = snapshot.seconds?.at(-1)
   return html`
     <header>
       <h1>Tollgate</h1>
       <span class="prefix">prefix <code>${snapshot.prefix}</code></span>
-      <span class=${connected ? 'live' : 'live off'} id="connection">${connected ? 'live' : 'reconnecting'}</span>
-      <span class="muted">${last ? `second ${new Date(last.second * 1000).toLocaleTimeString('en-GB')}` : ''}</span>
+      <span class=${status === 'live' ? 'live' : 'live off'} id="connection">${status}</span>
+      <span class="muted">${last ? `second ${clockTime(last.second * 1000)}` : ''}</span>
       <span class="epoch" id="epoch">rules epoch <strong>${snapshot.rules?.epoch ?? '–'}</strong></span>
     </header>
+    <${Staleness} stale=${stale} />
     ${snapshot.error ? html`<p class="error" id="error">Redis could not be read: ${snapshot.error}</p>` : ''}
     <section class="card wide">
       <h2>Decisions per second</h2>

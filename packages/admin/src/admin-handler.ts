@@ -29,7 +29,13 @@ export function adminHandler(options: AdminOptions): AdminHandler {
 export function handlerOf(config: AdminConfig): AdminHandler {
   const shown = config.showIdentifiers ? (identifier: string) => identifier : identifierMask()
   const rules = new RulesInForce(config)
-  const stream = new LiveStream(() => readSnapshot(config, rules, shown), config.intervalMs)
+  const stream = new LiveStream({
+    read: () => readSnapshot(config, rules, shown),
+    intervalMs: config.intervalMs,
+    maxStreams: config.maxStreams,
+    maxBufferedBytes: config.maxBufferedBytes,
+    staleAfterMs: config.staleAfterMs,
+  })
 
   const handle = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void): void => {
     const path = withinBase(pathOf(req.url), config.basePath)

@@ -69,6 +69,26 @@ export interface AdminOptions {
    */
   intervalMs?: number
   /**
+   * How many event streams (open pages) the view serves at once: each holds a connection and
+   * what is waiting to be sent on it. One more is answered 503 with `Retry-After`.
+   * @default 100
+   */
+  maxStreams?: number
+  /**
+   * How many bytes may wait unsent on one event stream when the next update is due: a page that
+   * stopped reading (a suspended laptop, a stalled proxy) is dropped past this, rather than kept
+   * in memory update after update. Its browser opens the stream again once it reads.
+   * @default 262_144 (256 KiB)
+   */
+  maxBufferedBytes?: number
+  /**
+   * How long a read of Redis may take before the pages are told their figures are stale (a
+   * `stale` event, and again at each `intervalMs` while the read has not answered): a Redis
+   * that hangs sends no error, only silence. 10 to 2147483647 ms.
+   * @default 3000
+   */
+  staleAfterMs?: number
+  /**
    * Where the handler is mounted, for frameworks that pass it the whole path (Fastify, Koa).
    * Express's `app.use('/tollgate', …)` strips it already: leave it out there.
    * @default ''
@@ -104,6 +124,9 @@ export interface AdminConfig {
   flushIntervalMs: number
   topIntervalMs: number
   intervalMs: number
+  maxStreams: number
+  maxBufferedBytes: number
+  staleAfterMs: number
   basePath: string
   now: () => number
   onWarning: WarningHandler | undefined
@@ -118,6 +141,9 @@ const OPTION_KEYS = optionKeys<AdminOptions>({
   flushIntervalMs: true,
   topIntervalMs: true,
   intervalMs: true,
+  maxStreams: true,
+  maxBufferedBytes: true,
+  staleAfterMs: true,
   basePath: true,
   clock: true,
   onWarning: true,
@@ -194,6 +220,9 @@ export function adminConfigOf(options: AdminOptions, where: 'adminHandler' | 'st
     topIntervalMs: wholeOption(where, 'topIntervalMs', options.topIntervalMs ?? 10_000, 10),
     // The view's own timer: past MAX_TIMER_MS, Node would tick every millisecond.
     intervalMs: wholeOption(where, 'intervalMs', options.intervalMs ?? 1000, 10, MAX_TIMER_MS),
+    maxStreams: wholeOption(where, 'maxStreams', options.maxStreams ?? 100, 1),
+    maxBufferedBytes: wholeOption(where, 'maxBufferedBytes', options.maxBufferedBytes ?? 262_144, 0),
+    staleAfterMs: wholeOption(where, 'staleAfterMs', options.staleAfterMs ?? 3000, 10, MAX_TIMER_MS),
     basePath,
     now,
     onWarning: options.onWarning,

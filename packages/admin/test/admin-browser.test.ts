@@ -11,8 +11,9 @@ import {
   type RulesOptions,
   shareFleetStats,
 } from '@tollgate/core'
-import { useRedis } from '@tollgate/test-support'
+import { spawnRedisServer, useRedis } from '@tollgate/test-support'
 import { ManualClock } from '@tollgate/test-support/manual-clock'
+import { Redis } from 'ioredis'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AdminServer, startAdminServer } from '../src/index.js'
@@ -189,5 +190,31 @@ describe.skipIf(skipped)('the admin page in Chromium', () => {
     await expect(page.locator('button[type="submit"]').count()).resolves.toBe(0)
     expect(errors).toEqual([])
     await page.close()
+  })
+
+  it('says stale, not live, while Redis hangs, and live again once it answers', async () => {
+    const hanging = await spawnRedisServer()
+    const client = new Redis(hanging.url)
+    const view = await startAdminServer({ client, port: 0, intervalMs: 100, staleAfterMs: 1_000, onWarning: () => {} })
+    try {
+      const { page, errors } = await open(view.url)
+      const status = page.locator('#connection')
+      await status.filter({ hasText: /^live$/ }).waitFor({ timeout: 5_000 })
+      hanging.kill('SIGSTOP')
+      await status.filter({ hasText: /^stale$/ }).waitFor({ timeout: 5_000 })
+      await expect(page.locator('#stale').textContent()).resolves.toMatch(
+        /^\s*Stale since \d\d:\d\d:\d\d: Redis has not answered for \d+\.\d s/,
+      )
+      hanging.kill('SIGCONT')
+      await status.filter({ hasText: /^live$/ }).waitFor({ timeout: 5_000 })
+      await expect(page.locator('#stale').count()).resolves.toBe(0)
+      expect(errors).toEqual([])
+      await page.close()
+    } finally {
+      hanging.kill('SIGCONT')
+      await view.close()
+      await client.quit()
+      await hanging.stop()
+    }
   })
 })

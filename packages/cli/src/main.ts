@@ -6,6 +6,7 @@ import { COMMANDS } from './commands/index.js'
 import { CliError, type ExitCode } from './errors.js'
 import { type Io, processIo } from './io.js'
 import { Output } from './output.js'
+import { maskedUrls } from './redis-url.js'
 import { type GlobalOptions, Session } from './session.js'
 
 /** Runs the program on `argv` (the arguments after `tollgate`) and resolves to its exit code. */
@@ -64,13 +65,15 @@ function programOf(io: Io): Command {
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
-      outputError: (text, write) => write(errors.red(text)),
+      // The parser quotes what it could not place, which may be a URL with its password.
+      outputError: (text, write) => write(errors.red(maskedUrls(text))),
     })
 }
 
 function globalOptionsOf(flags: Record<string, unknown>, io: Io): GlobalOptions {
   return {
     redis: typeof flags.redis === 'string' ? flags.redis : io.env.REDIS_URL,
+    redisSource: typeof flags.redis === 'string' ? '--redis' : 'REDIS_URL',
     prefix: typeof flags.prefix === 'string' ? flags.prefix : 'tg:',
     rules: typeof flags.rules === 'string' ? flags.rules : undefined,
     json: flags.json === true,

@@ -1,11 +1,12 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis'
-import { CliError, messageOf, usageError } from './errors.js'
+import { CliError, messageOf } from './errors.js'
+import { maskedUrls, type RedisTarget } from './redis-url.js'
 
 export interface Connection {
   readonly client: Redis | Cluster
   /** True when the URL points to a Cluster node (`--cluster`, or found by `INFO cluster`). */
   readonly cluster: boolean
-  /** The URL without its password, for messages. */
+  /** The URL with its credentials masked, for messages. */
   readonly url: string
   close(): Promise<void>
 }
@@ -19,22 +20,23 @@ const COMMAND_TIMEOUT_MS = 10_000
  * server's address and what the socket said. A standalone node that answers `cluster_enabled:1`
  * is reconnected to as a Cluster, unless `cluster` already said so.
  */
-export async function connect(url: string, cluster: boolean): Promise<Connection> {
-  const options = optionsOf(url)
+export async function connect(target: RedisTarget, cluster: boolean): Promise<Connection> {
+  const options = optionsOf(target)
   // Loaded here, so that commands without Redis (validate, --help, usage errors) start in a third less time.
   const { Cluster, Redis } = await import('ioredis')
-  const shown = redacted(url)
   if (!cluster) {
     const client = new Redis({ ...options, lazyConnect: true })
-    await opened(client, shown)
+    await opened(client, target)
     let info: string
     try {
       info = await client.info('cluster')
     } catch (error) {
       dropped(client)
-      throw unreachable(shown, error)
+      throw unreachable(target, error)
     }
-    if (!/^cluster_enabled:1\b/m.test(info)) return { client, cluster: false, url: shown, close: () => closed(client) }
+    if (!/^cluster_enabled:1\b/m.test(info)) {
+      return { client, cluster: false, url: target.shown, close: () => closed(client) }
+    }
     client.disconnect()
   }
   const { host, port, ...redisOptions } = options
@@ -46,31 +48,18 @@ export async function connect(url: string, cluster: boolean): Promise<Connection
     // doctor is there to say so, and a command on a slot not served fails on its own.
     enableReadyCheck: false,
   })
-  await opened(client, shown)
-  return { client, cluster: true, url: shown, close: () => closed(client) }
+  await opened(client, target)
+  return { client, cluster: true, url: target.shown, close: () => closed(client) }
 }
 
-function optionsOf(url: string): RedisOptions {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    throw usageError(`--redis must be a redis:// or rediss:// URL, got ${JSON.stringify(redacted(url))}`)
-  }
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
-    throw usageError(`--redis must be a redis:// or rediss:// URL, got ${JSON.stringify(redacted(url))}`)
-  }
-  const db = parsed.pathname.length > 1 ? Number(parsed.pathname.slice(1)) : 0
-  if (!Number.isSafeInteger(db) || db < 0) {
-    throw usageError(`--redis: the database in the URL's path must be a number, got ${JSON.stringify(parsed.pathname)}`)
-  }
+function optionsOf(target: RedisTarget): RedisOptions {
   return {
-    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1',
-    port: parsed.port === '' ? 6379 : Number(parsed.port),
-    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
-    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
-    db,
-    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+    host: target.host,
+    port: target.port,
+    ...(target.username === undefined ? {} : { username: target.username }),
+    ...(target.password === undefined ? {} : { password: target.password }),
+    db: target.db,
+    ...(target.tls ? { tls: {} } : {}),
     connectTimeout: CONNECT_TIMEOUT_MS,
     commandTimeout: COMMAND_TIMEOUT_MS,
     maxRetriesPerRequest: 0,
@@ -78,7 +67,7 @@ function optionsOf(url: string): RedisOptions {
   }
 }
 
-async function opened(client: Redis | Cluster, url: string): Promise<void> {
+async function opened(client: Redis | Cluster, target: RedisTarget): Promise<void> {
   // What Redis said last, so that a failed connect can tell why (a refused AUTH, a TLS error).
   let last: unknown
   client.on('error', (error) => {
@@ -88,7 +77,7 @@ async function opened(client: Redis | Cluster, url: string): Promise<void> {
     await client.connect()
   } catch (error) {
     dropped(client)
-    throw unreachable(url, last ?? error)
+    throw unreachable(target, last ?? error)
   }
 }
 
@@ -100,8 +89,11 @@ function dropped(client: Redis | Cluster): void {
   if (client.status !== 'end') client.disconnect()
 }
 
-function unreachable(url: string, error: unknown): CliError {
-  return new CliError('TG_REDIS', `cannot reach Redis at ${url}: ${messageOf(error)}`)
+/** What the socket or the server said is quoted, without the credentials should it ever repeat them. */
+function unreachable(target: RedisTarget, error: unknown): CliError {
+  let said = maskedUrls(messageOf(error))
+  for (const secret of target.secrets) said = said.replaceAll(secret, '***')
+  return new CliError('TG_REDIS', `cannot reach Redis at ${target.shown}: ${said}`)
 }
 
 async function closed(client: Redis | Cluster): Promise<void> {
@@ -109,15 +101,5 @@ async function closed(client: Redis | Cluster): Promise<void> {
     await client.quit()
   } catch {
     dropped(client)
-  }
-}
-
-export function redacted(url: string): string {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password) parsed.password = '***'
-    return parsed.toString()
-  } catch {
-    return url
   }
 }

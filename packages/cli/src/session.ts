@@ -4,12 +4,15 @@ import { type ExitCode, usageError } from './errors.js'
 import type { Io } from './io.js'
 import { Output } from './output.js'
 import { type Connection, connect } from './redis.js'
+import { type RedisUrlSource, redisTargetOf } from './redis-url.js'
 import { liveRulesOf, type RuleSet, ruleSetOf } from './rule-set.js'
 
 /** The options every command takes, wherever they stand on the command line. */
 export interface GlobalOptions {
   /** The Redis URL: `--redis`, else `REDIS_URL`. */
   readonly redis: string | undefined
+  /** Which of the two gave it, for messages. */
+  readonly redisSource: RedisUrlSource
   readonly prefix: string
   /** A rules file: the rules in use when none are live, and the defaults under live ones. */
   readonly rules: string | undefined
@@ -57,7 +60,7 @@ export class Session {
       if (url === undefined || url === '') {
         throw usageError('no Redis to talk to: give --redis <url> or set REDIS_URL')
       }
-      this.connection = connect(url, this.options.cluster)
+      this.connection = connect(redisTargetOf(url, this.options.redisSource), this.options.cluster)
       this.connection.then(
         (connection) => this.closers.push(() => connection.close()),
         () => {},
