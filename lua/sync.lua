@@ -3,12 +3,14 @@
 -- process can carry on from the fleet's totals. Every key is written as decide.lua
 -- would write it, so a RedisStore on the same keys sees the units, and this sees its charges.
 --
--- KEYS     [the instances key, when ARGV[2] is not ''], then one state key per entry; a
---          fixed-window entry's side key is its key with ':prev' appended, which shares its hash
---          tag and so its Cluster slot
+-- KEYS     [the instances key, when ARGV[2] is not ''], [the push's operation key, when ARGV[3]
+--          is not ''], then one state key per entry; a fixed-window entry's side key is its key
+--          with ':prev' appended, which shares its hash tag and so its Cluster slot
 -- ARGV     [1] now: ms, or '-' for the server's TIME
 --          [2] 'instance ttl_ms': this process is alive (a sorted set of instances, members
 --              older than ttl_ms dropped), or ''
+--          [3] '1' when the call carries an operation's key: a call that finds it set (sent
+--              again after a lost reply) pushes nothing and only reads (lib/operation.lua)
 --          then one entry per key: 'code limit period limit period …|at units at units …',
 --          segments in time order, units negative for a refund; no segment: only read. A bucket's
 --          entry may instead hold its units folded, '~first last units floor shift …'
@@ -26,6 +28,7 @@
 --#include lib/time.lua
 --#include lib/rule_text.lua
 --#include lib/sync_call.lua
+--#include lib/operation.lua
 
 local KEYS, ARGV = KEYS, ARGV
 local server_now, now = call_time(ARGV[1])
@@ -35,13 +38,21 @@ if ARGV[2] ~= '' then
   reply[2] = heartbeat(KEYS[1], ARGV[2], now)
   key = 2
 end
+local operation, ran_before = nil, false
+if ARGV[3] ~= '' then
+  operation, key = KEYS[key], key + 1
+  ran_before = operation_ran(operation)
+end
 
 -- Keys of one rule send the same rule text, which is parsed once per call.
 local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module })
 
 local s, segments = {}, {}
-for arg = 3, #ARGV do
+for arg = 4, #ARGV do
   local text, pushed = string.match(ARGV[arg], '^([^|]*)|(.*)$')
+  if ran_before then
+    pushed = ''
+  end
   local rule = rule_of(text)
   local folded = string.sub(pushed, 1, 1) == '~'
   if folded then
@@ -66,5 +77,8 @@ for arg = 3, #ARGV do
   end
   reply[#reply + 1], reply[#reply + 2] = after, over
   key = key + 1
+end
+if operation and not ran_before then
+  operation_done(operation)
 end
 return reply

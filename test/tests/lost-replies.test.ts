@@ -1,4 +1,4 @@
-import { createLimiter, type Limiter, RedisStore } from '@tollgate/core'
+import { createLimiter, HybridStore, type Limiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { FaultProxy } from '../src/fault-proxy.js'
@@ -110,5 +110,85 @@ describe('writes that give units back apply once, however often a lost reply has
     await resetting
     await reconnected(through, proxied)
     expect(await admitted(other, LIMIT)).toBe(0)
+  })
+})
+
+// A HybridStore's sync pushes the units a process admitted: pushed twice, they count twice. ioredis
+// sends a push again after a lost reply, and the store once merged a failed push's units into the
+// next one, which Redis had maybe taken already.
+describe('a HybridStore push applies once, however often it is sent', () => {
+  let proxy: FaultProxy
+  let direct: Redis
+  let prefixes = 0
+  beforeAll(async () => {
+    const target = new URL(inject('redisUrl'))
+    proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
+    direct = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    direct.disconnect()
+    await proxy.close()
+  })
+
+  async function hybridThroughProxy(options: { maxRetriesPerRequest?: number | null } = {}) {
+    const prefix = `lost-push:${process.pid}:${prefixes++}:`
+    const through = new Redis(proxy.url, options)
+    await through.ping()
+    const store = new HybridStore({ client: through, prefix, clock: () => T0, autoSync: false, syncTimeoutMs: 10_000 })
+    const limiter = createLimiter({ store, rules, onWarning: () => {} })
+    const onRedis = createLimiter({
+      store: new RedisStore({ client: direct, prefix, clock: () => T0, refusalCache: false }),
+      rules,
+    })
+    return {
+      store,
+      limiter,
+      used: async () => LIMIT - ((await onRedis.peek('r', 'ip:1')).windows[0]?.remaining ?? 0),
+      close: async () => {
+        proxy.set({ kind: 'pass' })
+        await limiter.close()
+        await onRedis.close()
+        through.disconnect()
+      },
+    }
+  }
+
+  it('counts a push sent again by ioredis after a lost reply once', async () => {
+    const hybrid = await hybridThroughProxy()
+    try {
+      for (let i = 0; i < 4; i++) await hybrid.limiter.consume('r', 'ip:1')
+      const before = proxy.droppedReplies
+      proxy.dropNextReply()
+      const report = await hybrid.store.syncNow()
+      expect(proxy.droppedReplies).toBe(before + 1)
+      expect(report.error).toBeUndefined()
+      expect(await hybrid.used()).toBe(4)
+    } finally {
+      await hybrid.close()
+    }
+  })
+
+  it('counts once a push whose call failed after Redis took it, sent again at the next sync', async () => {
+    // A client that gives a command up as soon as its connection is lost, as the store then sees it.
+    const hybrid = await hybridThroughProxy({ maxRetriesPerRequest: 0 })
+    try {
+      for (let i = 0; i < 4; i++) await hybrid.limiter.consume('r', 'ip:1')
+      proxy.dropNextReply({ kind: 'reset' })
+      expect((await hybrid.store.syncNow()).error).toBeDefined()
+      expect(await hybrid.used()).toBe(4)
+      proxy.set({ kind: 'pass' })
+      await hybrid.limiter.consume('r', 'ip:1')
+      await pollUntil('a sync reaches Redis again', 10_000, async () => {
+        const report = await hybrid.store.syncNow()
+        return report.error === undefined
+          ? { done: true, value: undefined }
+          : { done: false, state: String(report.error) }
+      })
+      // The failed push went again as it was, and the next consume with the next push.
+      await hybrid.store.syncNow()
+      expect(await hybrid.used()).toBe(5)
+    } finally {
+      await hybrid.close()
+    }
   })
 })

@@ -18,6 +18,7 @@ import { OutageTable } from './hybrid-outage.js'
 import { record, usedOf, withUnits } from './hybrid-segments.js'
 import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
+import { operationKeyBeside } from './operations.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import { ReplyWatches } from './reply-watch.js'
 import { keysReset } from './reset-once.js'
@@ -152,6 +153,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private evictedUnsynced = 0
   private readonly overAdmittedByRule = new Map<string, number>()
   private syncing: Promise<SyncReport> | undefined
+  /** Pushes whose calls failed, their units still `sending`: sent again as they were at the next sync. */
+  private readonly doubtful: DoubtfulPush[] = []
   private timer: NodeJS.Timeout | undefined
   private closed = false
 
@@ -533,6 +536,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       const chunk = call.indices.map((at) => batch[at] as number)
       return this.sendChunk(chunk, call.names, time, beat)
     })
+    // Pushes whose calls failed go again as they were, beside this sync's own.
+    for (const push of this.doubtful.splice(0)) {
+      for (const slot of push.chunk) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
+      outcomes.push(this.sendPush(push))
+    }
     const timedOut = Symbol('timed out')
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<typeof timedOut>((resolve) => {
@@ -580,25 +588,45 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /**
-   * Sends one chunk and applies its answer whenever it comes, even after the sync stopped
-   * waiting: units Redis took are never pushed again, and those it did not take are.
+   * Sends one chunk, under an operation's key that makes its push apply once however often it is
+   * sent (a client resending it after a lost reply, or this store after a failed call).
    */
-  private async sendChunk(
+  private sendChunk(
     chunk: number[],
     keys: string[],
     time: string,
     heartbeat: [string, string] | undefined,
-  ): Promise<{ overAdmitted: number; instances: number | undefined; keyError?: TollgateError } | Error> {
+  ): Promise<ChunkOutcome | Error> {
     const { slots } = this
     // A slot may be given to another key before the answer comes: the answer is the key's.
     const generations = chunk.map((slot) => slots.generation(slot))
-    const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, keys, time, heartbeat)
+    // Only a push needs one: a chunk that only reads writes nothing that could count twice.
+    const pushes = chunk.some((slot) => slots.sending.get(slot) !== undefined)
+    const operationKey = pushes ? operationKeyBeside(this.keys.prefix, keys[0] as string) : undefined
+    const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, keys, time, heartbeat, operationKey)
+    return this.sendPush({ chunk, generations, keys, time, keyCount, keysAndArgs, since: performance.now() })
+  }
+
+  /**
+   * Sends a push and applies its answer whenever it comes, even after the sync stopped waiting:
+   * units Redis took are never pushed again, and those it did not take are. A push whose call
+   * failed may still have reached Redis: it is sent again as it was, under the same operation
+   * key, at the next sync, until Redis answers it; only past the key's life (lua/lib/operation.lua)
+   * do its units go back to be pushed with the next ones, where Redis may count them twice (never
+   * too few).
+   */
+  private async sendPush(push: DoubtfulPush): Promise<ChunkOutcome | Error> {
+    const { slots } = this
+    const { chunk, generations, keys, time } = push
     const sentAt = performance.now()
     let answer: ChunkAnswer
     try {
-      answer = readChunkReply(await this.runSync(keyCount, ...keysAndArgs), keys)
+      answer = readChunkReply(await this.runSync(push.keyCount, ...push.keysAndArgs), keys)
     } catch (error) {
-      for (const [i, slot] of chunk.entries()) this.requeue(slot, generations[i] as number)
+      // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
+      const doubtful = !isReplyError(error) && chunk.length > 0 && sentAt - push.since < DOUBTFUL_PUSH_MS
+      if (doubtful) this.doubtful.push(push)
+      else for (const [i, slot] of chunk.entries()) this.requeue(slot, generations[i] as number)
       return error instanceof Error ? error : new Error(String(error))
     }
     this.errors?.answered()
@@ -740,4 +768,30 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       return this.lastGoodSyncAt
     }
   }
+}
+
+/** What one chunk of a sync answered. */
+type ChunkOutcome = { overAdmitted: number; instances: number | undefined; keyError?: TollgateError }
+
+/** A chunk's push as it was sent: sent again so, under the same operation key, until answered. */
+interface DoubtfulPush {
+  chunk: number[]
+  generations: number[]
+  keys: string[]
+  time: string
+  keyCount: number
+  keysAndArgs: string[]
+  /** `performance.now()` when it was first sent. */
+  since: number
+}
+
+/** How long a push is sent again as it was: within its operation key's minute (lua/lib/operation.lua), with a margin. */
+const DOUBTFUL_PUSH_MS = 50_000
+
+/**
+ * Whether Redis answered the call with an error (ioredis's ReplyError): the script did not run,
+ * where a lost connection leaves it unknown.
+ */
+function isReplyError(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === 'ReplyError'
 }

@@ -64,7 +64,8 @@ export function chunksOf(names: readonly string[], cluster: boolean): number[][]
 
 /**
  * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
- * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `names` are the
+ * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `operationKey`
+ * makes its push apply once however often it is sent (lua/lib/operation.lua); `names` are the
  * chunk's keys in Redis. Each key pushes its `sending` units (none: it is only read).
  */
 export function chunkArguments(
@@ -73,9 +74,13 @@ export function chunkArguments(
   names: readonly string[],
   time: string,
   heartbeat: readonly [string, string] | undefined,
+  operationKey: string | undefined,
 ): { keyCount: number; keysAndArgs: string[] } {
-  const keys: string[] = heartbeat ? [heartbeat[0], ...names] : [...names]
-  const args: string[] = [time, heartbeat ? heartbeat[1] : '']
+  const keys: string[] = []
+  if (heartbeat) keys.push(heartbeat[0])
+  if (operationKey !== undefined) keys.push(operationKey)
+  for (const name of names) keys.push(name)
+  const args: string[] = [time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1']
   for (const slot of chunk) {
     const segments = slots.sending.get(slot)
     const shape = slots.shape(slot)
