@@ -5,11 +5,15 @@
 -- would, atomically. Keys are written as decide.lua writes them: a RedisStore on the same keys
 -- counts every reserved unit as used.
 --
--- KEYS     [the instances key, when ARGV[3] is not ''], then one state key per entry; a
---          fixed-window entry's side key is its key with ':prev' appended (sync.lua)
+-- KEYS     [the instances key, when ARGV[3] is not ''], [the call's operation key, when ARGV[4]
+--          is not ''], then one state key per entry; a fixed-window entry's side key is its key
+--          with ':prev' appended (sync.lua)
 -- ARGV     [1] now: ms, or '-' for the server's TIME
 --          [2] 'decide' for a decision, '-' for none
 --          [3] 'instance ttl_ms', the heartbeat (sync.lua), or ''
+--          [4] '1' when the call carries an operation's key: the reply is kept with it, and the
+--              call sent again (after a lost reply) answers that reply and does nothing else
+--              (lib/operation.lua)
 --          then one entry per key: 'code limit period limit period …|want|need|at units …': the
 --          units to reserve, the units the decision needs beyond what the process's slice of
 --          the key covers (0 without a decision), then the units given back, each negative and
@@ -35,8 +39,17 @@
 --#include lib/time.lua
 --#include lib/rule_text.lua
 --#include lib/sync_call.lua
+--#include lib/operation.lua
 
 local KEYS, ARGV = KEYS, ARGV
+local operation = nil
+if ARGV[4] ~= '' then
+  operation = KEYS[ARGV[3] ~= '' and 2 or 1]
+  local kept = operation_reply(operation)
+  if kept then
+    return kept
+  end
+end
 local server_now, now = call_time(ARGV[1])
 local decides = ARGV[2] == 'decide'
 
@@ -44,6 +57,9 @@ local reply, key = { server_now, -1, -1 }, 1
 if ARGV[3] ~= '' then
   reply[2] = heartbeat(KEYS[1], ARGV[3], now)
   key = 2
+end
+if operation then
+  key = key + 1
 end
 
 local scratch, segments = {}, {}
@@ -55,7 +71,7 @@ end
 
 local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module })
 local entries = {}
-for arg = 4, #ARGV do
+for arg = 5, #ARGV do
   local text, want, need, given = string.match(ARGV[arg], '^([^|]*)|(%d+)|(%d+)|(.*)$')
   local rule = rule_of(text)
   entries[#entries + 1] = { rule = rule, want = tonumber(want), need = tonumber(need), name = KEYS[key] }
@@ -120,5 +136,8 @@ for i = 1, #entries do
     end
     reply[slot + 1], reply[slot + 2] = reserved, call('GET', entry.name) or ''
   end
+end
+if operation then
+  operation_keep(operation, reply)
 end
 return reply

@@ -14,3 +14,18 @@ end
 local function operation_done(key)
   redis.call('SET', key, '1', 'PX', OPERATION_TTL_MS)
 end
+
+-- For an operation whose reply says what it did (a lease script's reservations): the reply it
+-- gave, kept with its key, so that the operation sent again answers the same; nil before it ran.
+-- MessagePack, not JSON: it keeps integers up to 2^53 exact, where cjson prints 14 digits.
+local function operation_reply(key)
+  local kept = redis.call('GET', key)
+  if kept then
+    return cmsgpack.unpack(kept)
+  end
+  return nil
+end
+
+local function operation_keep(key, reply)
+  redis.call('SET', key, cmsgpack.pack(reply), 'PX', OPERATION_TTL_MS)
+end

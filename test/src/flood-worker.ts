@@ -25,6 +25,9 @@ for await (const line of createInterface({ input: process.stdin })) {
   )
   const result: FloodResult = {}
   for (const decision of made) result[decision.reason] = (result[decision.reason] ?? 0) + 1
+  // What a failing round says went wrong, for the test's message.
+  const failed = made.find((decision) => decision.error !== undefined)
+  if (failed) process.stderr.write(`flood worker: ${failed.reason}: ${failed.error?.message}\n`)
   process.stdout.write(`${JSON.stringify(result)}\n`)
 }
 client.disconnect()

@@ -192,3 +192,57 @@ describe('a HybridStore push applies once, however often it is sent', () => {
     }
   })
 })
+
+// A strict HybridStore gives back the slice it holds unused. Sent twice, a give-back subtracts the
+// slice twice from the count: a strict process and a RedisStore once admitted 121 in a window of 100.
+describe('a strict HybridStore gives a slice back once, however often it is sent', () => {
+  let proxy: FaultProxy
+  let direct: Redis
+  beforeAll(async () => {
+    const target = new URL(inject('redisUrl'))
+    proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
+    direct = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    direct.disconnect()
+    await proxy.close()
+  })
+
+  it('admits exactly the limit across a strict process and a RedisStore when the give-back reply is lost', async () => {
+    const prefix = `lost-give-back:${process.pid}:`
+    const hundred = { r: { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1h' }] } } as const
+    const through = new Redis(proxy.url)
+    await through.ping()
+    const strict = new HybridStore({
+      client: through,
+      prefix,
+      clock: () => T0,
+      autoSync: false,
+      consistency: 'strict',
+      lease: { min: 20 },
+      syncTimeoutMs: 10_000,
+    })
+    const strictLimiter = createLimiter({ store: strict, rules: hundred, onWarning: () => {} })
+    const other = createLimiter({
+      store: new RedisStore({ client: direct, prefix, clock: () => T0, refusalCache: false }),
+      rules: hundred,
+    })
+    try {
+      let admitted = 0
+      for (let i = 0; i < 50; i++) if ((await other.consume('r', 'ip:1')).allowed) admitted++
+      if ((await strictLimiter.consume('r', 'ip:1')).allowed) admitted++
+      expect(strict.stats().reservedUnits).toBeGreaterThan(0)
+      // Closing gives the slice back; its reply is lost, and ioredis sends it again.
+      const before = proxy.droppedReplies
+      proxy.dropNextReply()
+      await strictLimiter.close()
+      expect(proxy.droppedReplies).toBe(before + 1)
+      for (let i = 0; i < 100; i++) if ((await other.consume('r', 'ip:1')).allowed) admitted++
+      expect(admitted).toBe(100)
+    } finally {
+      proxy.set({ kind: 'pass' })
+      await other.close()
+      through.disconnect()
+    }
+  })
+})

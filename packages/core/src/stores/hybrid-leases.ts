@@ -3,6 +3,7 @@ import { describeValue, TollgateError } from '../errors.js'
 import { groupBySlot } from './cluster-slots.js'
 import type { Lease, LeaseBook } from './hybrid-lease-book.js'
 import { ruleTextOf, type SyncCommand } from './hybrid-sync.js'
+import { isReplyError } from './operations.js'
 import type { ReplyWatches } from './reply-watch.js'
 import type { StoreReceiver, StoreRequest, StoreResult, StoreWindowResult } from './store.js'
 
@@ -15,6 +16,8 @@ export interface LeaseContext {
   readonly watches: ReplyWatches
   /** The call's time for the script: ms, or '-' for the server's TIME. */
   timeOf(now: number): string
+  /** A new operation's key in the slot of `key` (lua/lib/operation.lua). */
+  operationKey(key: string): string
   /** Live processes, as the last heartbeat counted them. */
   instances(): number
   /** The server answered a call sent at `sentAt` (monotonic ms): `serverMs` is its time. */
@@ -35,6 +38,8 @@ export interface LeaseChunkOutcome {
 export class LeaseExchange {
   /** Decisions that waited on Redis. */
   roundTrips = 0
+  /** Chunks whose calls failed without Redis's answer: sent again as they were at the next sync. */
+  private readonly doubtful: LeaseChunk[] = []
   /** The same, by the rule of each decision's first key. */
   readonly roundTripsByRule = new Map<string, number>()
 
@@ -69,11 +74,6 @@ export class LeaseExchange {
       lease.inFlight++
       return { units, at: lease.sliceAt }
     })
-    const taken = leases.map((lease) => {
-      const given = lease.given
-      lease.given = []
-      return given
-    })
     const groups = cluster ? groupBySlot(leases.map((lease) => lease.key)) : [leases.map((_, i) => i)]
     const answers: Array<StoreWindowResult[] | undefined> = new Array(leases.length)
     const charged: Array<{ indices: number[]; at: number }> = []
@@ -82,11 +82,13 @@ export class LeaseExchange {
     try {
       for (const group of groups) {
         const keys = group.map((i) => (leases[i] as Lease).key)
+        // Units to give back wait for the sync, whose pushes are sent again as they were when a
+        // call fails: a decision that fails is not sent again, so what it carried could be lost
+        // or, put back, given twice.
         const entries = group.map((i) =>
-          entryOf(leases[i] as Lease, wants[i] as number, cost - (held[i] as Held).units, taken[i] as number[]),
+          entryOf(leases[i] as Lease, wants[i] as number, cost - (held[i] as Held).units, []),
         )
-        const reply = await this.call(keys, 'decide', time, undefined, entries, asker)
-        for (const i of group) taken[i] = []
+        const reply = await this.call(keys, 'decide', time, undefined, entries, asker, this.operationKeyOf(keys))
         const at = time === '-' ? reply.serverMs : now
         nowMs = at
         group.forEach((i, j) => {
@@ -103,11 +105,7 @@ export class LeaseExchange {
         charged.push({ indices: group, at })
       }
     } catch (error) {
-      // Units not delivered are given back at the next sync; those set aside go back to the slices.
-      leases.forEach((lease, i) => {
-        const given = taken[i] as number[]
-        for (let s = 0; s < given.length; s += 2) book.give(lease, given[s] as number, -(given[s + 1] as number))
-      })
+      // Those set aside go back to the slices.
       this.restore(leases, held)
       if (charged.length > 0) this.giveBackCharges(leases, charged, held, cost)
       throw error
@@ -137,6 +135,10 @@ export class LeaseExchange {
   }
 
   /** Units set aside toward a decision that was not made, back to their slices. */
+  private operationKeyOf(keys: readonly string[]): string {
+    return this.context.operationKey(keys[0] as string)
+  }
+
   private restore(leases: readonly Lease[], held: readonly Held[]): void {
     leases.forEach((lease, i) => {
       const { units, at } = held[i] as Held
@@ -146,10 +148,11 @@ export class LeaseExchange {
 
   /**
    * One chunk of a sync: each lease gives back what it holds beyond its new size and what its
-   * ended windows left, and asks for what its slice lacks. Answers are applied whenever they
-   * come; units Redis did not take are given back at the next sync.
+   * ended windows left, and asks for what its slice lacks, under an operation's key that keeps
+   * the reply, so that the chunk sent again (by ioredis after a lost reply, or by the next sync
+   * after a failed call) gives back and reserves once, and answers the same.
    */
-  async syncChunk(
+  syncChunk(
     leases: readonly Lease[],
     keys: readonly string[],
     now: number,
@@ -169,18 +172,51 @@ export class LeaseExchange {
       lease.given = []
       lease.inFlight++
     }
+    const operationKey = keys.length > 0 ? this.operationKeyOf(keys) : undefined
+    return this.sendChunk({
+      leases,
+      keys,
+      time,
+      now,
+      heartbeat,
+      entries,
+      sending,
+      operationKey,
+      since: performance.now(),
+    })
+  }
+
+  /** The chunks whose calls failed without Redis's answer, sent again as they were. */
+  resendDoubtful(): Array<Promise<LeaseChunkOutcome | Error>> {
+    return this.doubtful.splice(0).map((chunk) => this.sendChunk(chunk))
+  }
+
+  /**
+   * Sends a chunk and applies its answer whenever it comes. A call Redis answered with an error
+   * ran nothing: its units go back to be given back at the next sync. A call that failed without
+   * an answer (a lost connection) may have run: it is sent again as it was, under the same key,
+   * at the next sync, its leases held meanwhile; past the key's life, its units go back.
+   */
+  private async sendChunk(chunk: LeaseChunk): Promise<LeaseChunkOutcome | Error> {
+    const { book } = this.context
+    const { leases, sending, time, now } = chunk
+    const sentAt = performance.now()
     let reply: LeaseReply
     try {
-      reply = await this.call(keys, '-', time, heartbeat, entries)
+      reply = await this.call(chunk.keys, '-', time, chunk.heartbeat, chunk.entries, undefined, chunk.operationKey)
     } catch (error) {
-      leases.forEach((lease, i) => {
-        lease.given = (sending[i] as number[]).concat(lease.given)
-        if (lease.given.length > 0) book.listed.add(lease)
-      })
+      if (!isReplyError(error) && leases.length > 0 && sentAt - chunk.since < DOUBTFUL_CALL_MS) {
+        this.doubtful.push(chunk)
+      } else {
+        leases.forEach((lease, i) => {
+          lease.inFlight--
+          lease.given = (sending[i] as number[]).concat(lease.given)
+          if (lease.given.length > 0) book.listed.add(lease)
+        })
+      }
       return error instanceof Error ? error : new Error(String(error))
-    } finally {
-      for (const lease of leases) lease.inFlight--
     }
+    for (const lease of leases) lease.inFlight--
     const at = time === '-' ? reply.serverMs : now
     let keyError: TollgateError | undefined
     leases.forEach((lease, i) => {
@@ -218,7 +254,7 @@ export class LeaseExchange {
         return entryOf(leases[i] as Lease, 0, 0, need > 0 ? [at, -need] : [])
       })
       try {
-        await this.call(keys, '-', time, undefined, entries, asker)
+        await this.call(keys, '-', time, undefined, entries, asker, this.operationKeyOf(keys))
       } catch {
         this.giveBackCharges(leases, [{ indices, at }], held, cost)
       }
@@ -242,13 +278,26 @@ export class LeaseExchange {
     time: string,
     heartbeat: readonly [string, string] | undefined,
     entries: readonly string[],
-    asker?: StoreReceiver,
+    asker: StoreReceiver | undefined,
+    operationKey: string | undefined,
   ): Promise<LeaseReply> {
-    const allKeys = heartbeat ? [heartbeat[0], ...keys] : [...keys]
+    const allKeys: string[] = []
+    if (heartbeat) allKeys.push(heartbeat[0])
+    if (operationKey !== undefined) allKeys.push(operationKey)
+    for (const key of keys) allKeys.push(key)
     const sentAt = performance.now()
     const { context } = this
     const watch = context.watches.of(context.cluster ? calculateSlot(allKeys[0] as string) : 0)
-    const sent = context.run(allKeys.length, ...allKeys, time, decision, heartbeat ? heartbeat[1] : '', ...entries)
+    const once = operationKey === undefined ? '' : '1'
+    const sent = context.run(
+      allKeys.length,
+      ...allKeys,
+      time,
+      decision,
+      heartbeat ? heartbeat[1] : '',
+      once,
+      ...entries,
+    )
     watch.sent()
     asker?.sent?.(watch)
     let raw: unknown
@@ -328,3 +377,21 @@ function readLeaseReply(raw: unknown, entries: readonly string[], decides: boole
 function badReply(raw: unknown): TollgateError {
   return new TollgateError('TG_STORE', `unexpected reply from the lease script: ${describeValue(raw)}`)
 }
+
+/** A sync's chunk as it was sent. */
+interface LeaseChunk {
+  leases: readonly Lease[]
+  keys: readonly string[]
+  time: string
+  now: number
+  heartbeat: readonly [string, string] | undefined
+  entries: readonly string[]
+  /** Each lease's units given back in it. */
+  sending: number[][]
+  operationKey: string | undefined
+  /** `performance.now()` when it was first sent. */
+  since: number
+}
+
+/** How long a failed chunk is sent again as it was: within its operation key's minute, with a margin. */
+const DOUBTFUL_CALL_MS = 50_000

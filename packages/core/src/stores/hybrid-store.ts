@@ -18,7 +18,7 @@ import { OutageTable } from './hybrid-outage.js'
 import { record, usedOf, withUnits } from './hybrid-segments.js'
 import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
-import { operationKeyBeside } from './operations.js'
+import { isReplyError, operationKeyBeside } from './operations.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import { ReplyWatches } from './reply-watch.js'
 import { keysReset } from './reset-once.js'
@@ -181,6 +181,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         run: (commands[LEASE_COMMAND] as SyncCommand).bind(client),
         cluster: this.cluster,
         watches: new ReplyWatches(client, this.cluster),
+        operationKey: (key) => operationKeyBeside(prefix, key),
         timeOf: (now) => (this.config.clock ? String(now) : '-'),
         instances: () => this.instances,
         answered: (serverMs, sentAt) => {
@@ -537,6 +538,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       return this.sendChunk(chunk, call.names, time, beat)
     })
     // Pushes whose calls failed go again as they were, beside this sync's own.
+    if (this.exchange) outcomes.push(...this.exchange.resendDoubtful())
     for (const push of this.doubtful.splice(0)) {
       for (const slot of push.chunk) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
       outcomes.push(this.sendPush(push))
@@ -787,11 +789,3 @@ interface DoubtfulPush {
 
 /** How long a push is sent again as it was: within its operation key's minute (lua/lib/operation.lua), with a margin. */
 const DOUBTFUL_PUSH_MS = 50_000
-
-/**
- * Whether Redis answered the call with an error (ioredis's ReplyError): the script did not run,
- * where a lost connection leaves it unknown.
- */
-function isReplyError(error: unknown): boolean {
-  return (error as { name?: unknown } | null)?.name === 'ReplyError'
-}

@@ -26,3 +26,11 @@ export function operationKeyBeside(prefix: string, key: string): string {
   count++
   return `${prefix}!op:{${key.slice(open + 1, close)}}:${PROCESS_PART}${count.toString(36)}`
 }
+
+/**
+ * Whether Redis answered the call with an error (ioredis's ReplyError): the script did not run,
+ * where a call that failed without an answer (a lost connection) may have.
+ */
+export function isReplyError(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === 'ReplyError'
+}
