@@ -64,8 +64,26 @@ end
 
 local scratch, segments = {}, {}
 
--- The units in `segments` given back to the key `name`, as sync.lua adds a process's units.
+-- The units in `segments` given back to the key `name`, as sync.lua adds a process's units; those
+-- reserved no later than the key was last reset (reset.lua's mark) give nothing back: the reset
+-- forgot them, and the count that holds them now is other charges'.
 local function give_back(name, rule)
+  local reset_at = tonumber(call('GET', name .. ':reset'))
+  if reset_at then
+    local kept = 0
+    for j = 1, #segments, 2 do
+      if segments[j] > reset_at then
+        segments[kept + 1], segments[kept + 2] = segments[j], segments[j + 1]
+        kept = kept + 2
+      end
+    end
+    for j = kept + 1, #segments do
+      segments[j] = nil
+    end
+    if kept == 0 then
+      return
+    end
+  end
   add_to_key(rule, name, call('GET', name), now, segments, scratch)
 end
 

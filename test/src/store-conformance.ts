@@ -30,6 +30,16 @@ export function isOperationKey(key: string): boolean {
   return key.includes('!op:{')
 }
 
+/** A reset's mark beside the key it forgot (`<key>:reset`), not of any state (lua/reset.lua). */
+export function isResetMark(key: string): boolean {
+  return key.endsWith(':reset')
+}
+
+/** Keys a Redis store writes that hold no state: operations' keys and resets' marks. */
+export function holdsNoState(key: string): boolean {
+  return isOperationKey(key) || isResetMark(key)
+}
+
 /** A time aligned to every period used below, so fixed windows start at the clock's start. */
 const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
 
@@ -74,14 +84,16 @@ export function runStoreConformance(
     /**
      * The keys that hold state. A Redis store also writes an operation's key for each refund,
      * undo and reset (lua/lib/operation.lua), which holds no state and lives a minute, whatever
-     * the rule's periods: checked here, then left out.
+     * the rule's periods, and a reset leaves a mark beside each key it forgot (lua/reset.lua):
+     * checked here, then left out.
      */
     async function stateKeys(): Promise<Array<{ key: string; ttlMs: number }>> {
       const keys = await harness.keys()
       for (const { key, ttlMs } of keys) {
         if (isOperationKey(key)) expect(ttlMs).toBeLessThanOrEqual(60_000)
+        if (holdsNoState(key)) expect(ttlMs).toBeGreaterThan(0)
       }
-      return keys.filter(({ key }) => !isOperationKey(key))
+      return keys.filter(({ key }) => !holdsNoState(key))
     }
 
     function limiterFor(given: RulesOptions) {
@@ -172,12 +184,13 @@ export function runStoreConformance(
         await limiter.consume('r', 'ip:1', { cost: 5 })
         expect(await stateKeys()).not.toEqual([])
         await limiter.reset('r', 'ip:1')
-        // What stays is the reset's own operation key, on a Redis store, which lives a minute
-        // so that the reset sent again after a lost reply deletes nothing (lua/lib/operation.lua).
+        // What stays, on a Redis store, is the reset's operation key, which lives a minute so
+        // that the reset sent again after a lost reply deletes nothing (lua/lib/operation.lua),
+        // and its mark beside the key, twice the longest period (lua/reset.lua).
         const left = await harness.keys()
-        expect(left.filter(({ key }) => !isOperationKey(key))).toEqual([])
+        expect(left.filter(({ key }) => !holdsNoState(key))).toEqual([])
         for (const { ttlMs } of left) expect(ttlMs).toBeGreaterThan(0)
-        for (const { ttlMs } of left) expect(ttlMs).toBeLessThanOrEqual(60_000)
+        for (const { ttlMs } of left) expect(ttlMs).toBeLessThanOrEqual(120_000)
         expect((await limiter.consume('r', 'ip:1')).windows[0]?.remaining).toBe(4)
         await limiter.close()
       })

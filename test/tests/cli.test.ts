@@ -3,7 +3,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { cliPrefix, rulesDirectory, runCli, runCliOnTerminal } from '../src/cli-runner.js'
 import { keyValues } from '../src/redis-keys.js'
-import { isOperationKey } from '../src/store-conformance.js'
+import { holdsNoState } from '../src/store-conformance.js'
 
 // Sliding logs of an hour: what a test consumed is still counted, whole, when the CLI looks.
 const RULES = `
@@ -185,7 +185,7 @@ describe('confirmation on a terminal', () => {
     expect(confirmed.code).toBe(0)
     expect(confirmed.stdout).toContain(`reset api for ${IP}: 1 of 1 key held state`)
     // What stays is the reset's operation key, which lives a minute (lua/lib/operation.lua).
-    expect(Object.keys(await keyValues(client, prefix)).filter((key) => !isOperationKey(key))).toEqual([])
+    expect(Object.keys(await keyValues(client, prefix)).filter((key) => !holdsNoState(key))).toEqual([])
   })
 })
 

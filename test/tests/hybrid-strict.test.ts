@@ -1,4 +1,11 @@
-import { createLimiter, HybridStore, type Limiter, type RulesOptions, TollgateConfigError } from '@tollgate/core'
+import {
+  createLimiter,
+  HybridStore,
+  type Limiter,
+  RedisStore,
+  type RulesOptions,
+  TollgateConfigError,
+} from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
@@ -378,6 +385,41 @@ describe('HybridStore, strict mode: decisions', () => {
     for (let i = 0; i < 12; i++) reasons.push((await limiter.consume('r', 'ip:1')).reason)
     expect(reasons).toEqual([...Array(9).fill('ok'), 'limited', 'limited', 'limited'])
     await limiter.close()
+  })
+
+  // A process held a slice; another reset the key (as `tollgate reset` and the admin view do) and
+  // admitted the full limit; the first then gave its slice back into the fresh count: 121 admitted
+  // after the reset against 100.
+  it('never gives a slice back into a window reset since it was reserved', async () => {
+    const clock = new ManualClock(T0)
+    const prefix = `strict-reset${prefixes++}:`
+    const hundred = { r: { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1h' }] } } as const
+    const store = new HybridStore({
+      client,
+      prefix,
+      clock: clock.now,
+      autoSync: false,
+      consistency: 'strict',
+      lease: { min: 20 },
+      onWarning: () => {},
+    })
+    const holding = createLimiter({ store, rules: hundred, onWarning: () => {} })
+    const other = createLimiter({
+      store: new RedisStore({ client, prefix, clock: clock.now, refusalCache: false }),
+      rules: hundred,
+    })
+    expect((await holding.consume('r', 'ip:1')).allowed).toBe(true)
+    expect(store.stats().reservedUnits).toBe(20)
+    clock.advance(1)
+    await other.reset('r', 'ip:1')
+    let admitted = 0
+    for (let i = 0; i < 100; i++) if ((await other.consume('r', 'ip:1')).allowed) admitted++
+    expect(admitted).toBe(100)
+    // Closing gives the unused slice back, stamped with the time it was reserved at.
+    await holding.close()
+    for (let i = 0; i < 30; i++) if ((await other.consume('r', 'ip:1')).allowed) admitted++
+    expect(admitted).toBe(100)
+    await other.close()
   })
 
   it('through an outage: held slices still admit, then the policies decide', async () => {

@@ -150,7 +150,15 @@ describe('RedisStore key hygiene on a dedicated server', () => {
         addressable.add(store.keyOf({ rule: rule.name, algorithm: rule.algorithm, windows: [], identifier }))
       }
     }
-    const strays = everyKey.filter(({ key }) => !addressable.has(key)).map(({ key }) => key)
+    // Refunds and resets also write an operation's key in the slot of the identifier they touch
+    // (`<prefix>!op:{<identifier's tag>}:<id>`, lua/lib/operation.lua), and a reset a mark beside
+    // the key it forgot (`<key>:reset`, lua/reset.lua): those of the workload's identifiers only.
+    const tags = new Set([...addressable].map((key) => key.slice(key.indexOf('{'), key.indexOf('}') + 1)))
+    const addressed = (key: string) =>
+      addressable.has(key) ||
+      (key.endsWith(':reset') && addressable.has(key.slice(0, -':reset'.length))) ||
+      (key.startsWith(`${PREFIX}!op:`) && tags.has(key.slice(key.indexOf('{'), key.indexOf('}') + 1)))
+    const strays = everyKey.filter(({ key }) => !addressed(key)).map(({ key }) => key)
     const unprefixed = everyKey.filter(({ key }) => !key.startsWith(PREFIX)).map(({ key }) => key)
     const tooLong = everyKey.filter(({ key }) => Buffer.byteLength(key) > MAX_KEY_BYTES).map(({ key }) => key)
     const immortal = everyKey.filter(({ ttlMs }) => ttlMs <= 0).map(({ key }) => key)

@@ -142,7 +142,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
   private readonly errors: ClientErrors | undefined
-  private readonly resetKeys: (keys: readonly string[]) => Promise<void>
+  private readonly resetKeys: ReturnType<typeof keysReset>
   private readonly startedAt: number
   private lastGoodSyncAt = 0
   /** Whether the last exchange with Redis that ended (a sync, a lease round trip) failed to reach it. */
@@ -348,7 +348,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       if (slot >= 0) this.slots.remove(slot)
       keys.push(key, `${key}:prev`)
     }
-    await this.resetKeys(keys)
+    await this.resetKeys(keys, targets, this.config.clock ? String(this.now()) : '-')
     this.errors?.answered()
   }
 

@@ -141,7 +141,7 @@ export class RedisStore implements Store {
   private readonly scriptArguments = new ScriptArguments()
   private readonly batches: Batches<QueuedRun>
   private readonly errors: ClientErrors | undefined
-  private readonly resetKeys: (keys: readonly string[]) => Promise<void>
+  private readonly resetKeys: ReturnType<typeof keysReset>
   private readonly watches: ReplyWatches
   private readonly refusals: RefusalCache | undefined
   /**
@@ -249,7 +249,7 @@ export class RedisStore implements Store {
     if (targets.length === 0) return
     const keys = this.keysOf(targets)
     this.refusals?.forget(targets)
-    await this.resetKeys(keys)
+    await this.resetKeys(keys, targets, this.clock ? String(timeFrom(this.clock, 'RedisStore')) : '-')
     this.errors?.answered()
   }
 
