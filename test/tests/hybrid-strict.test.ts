@@ -422,6 +422,38 @@ describe('HybridStore, strict mode: decisions', () => {
     await other.close()
   })
 
+  // Leases holding units were never evicted: 50,000 identifiers with maxTrackedKeys 1,000 left
+  // 29,449 keys tracked.
+  it('holds at most maxTrackedKeys leases, deciding keys past it in Redis, each within its limit', async () => {
+    const clock = new ManualClock(T0)
+    const store = new HybridStore({
+      client,
+      prefix: `strict-bound${prefixes++}:`,
+      clock: clock.now,
+      autoSync: false,
+      consistency: 'strict',
+      maxTrackedKeys: 100,
+      lease: { min: 5 },
+      onWarning: () => {},
+    })
+    const limiter = createLimiter({
+      store,
+      rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 3, period: '1h' }] } },
+      onWarning: () => {},
+    })
+    for (let i = 0; i < 2_000; i++) expect((await limiter.consume('r', `ip:${i}`)).reason).toBe('ok')
+    expect(store.stats().trackedKeys).toBeLessThanOrEqual(100)
+    // Leases made to give their slices back for room: those land with the sync.
+    expect((await store.syncNow()).error).toBeUndefined()
+    for (const id of ['ip:0', 'ip:1999', 'ip:new']) {
+      const reasons: string[] = []
+      for (let i = 0; i < 4; i++) reasons.push((await limiter.consume('r', id)).reason)
+      expect(reasons).toEqual(id === 'ip:new' ? ['ok', 'ok', 'ok', 'limited'] : ['ok', 'ok', 'limited', 'limited'])
+    }
+    expect(store.stats().trackedKeys).toBeLessThanOrEqual(100)
+    await limiter.close()
+  })
+
   it('through an outage: held slices still admit, then the policies decide', async () => {
     const own = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true })
     await own.connect()

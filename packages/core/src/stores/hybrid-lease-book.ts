@@ -44,7 +44,15 @@ export interface Lease {
   exhaustedUntil: number
   /** Round trips and syncs under way that carry it: it is not evicted meanwhile. */
   inFlight: number
+  /**
+   * A key the book had no room for: decided in Redis at every decision, reserving nothing, and
+   * kept by no one once its give-backs (refunds) are synced.
+   */
+  transient: boolean
 }
+
+/** Leases looked at, oldest first, for one to evict. */
+const EVICTION_LOOK = 64
 
 /** What is left of a key's measured rate after an interval with fewer units. */
 const DECAY = 0.75
@@ -100,7 +108,11 @@ export class LeaseBook {
       return replaced
     }
     if (lease === undefined) {
-      if (this.leases.size >= this.maxKeys) this.evictOne()
+      if (this.leases.size >= this.maxKeys && !this.evictOne()) {
+        const transient = this.fresh(key, target)
+        transient.transient = true
+        return transient
+      }
       lease = this.fresh(key, target)
       this.leases.set(key, lease)
     }
@@ -198,6 +210,7 @@ export class LeaseBook {
    * key gone idle. `beside`: for a round trip beside another on the key, headroom on `extra` alone.
    */
   sliceSize(lease: Lease, extra = 0, beside = false): number {
+    if (lease.transient) return 0
     const { headroom, min } = this.sizing
     const wanted = headroom * (beside ? extra : Math.max(lease.perInterval, lease.admitted + extra))
     return wanted < IDLE ? 0 : Math.max(min, lease.largestCost, Math.ceil(wanted))
@@ -319,22 +332,33 @@ export class LeaseBook {
       syncedAt: 0,
       exhaustedUntil: 0,
       inFlight: 0,
+      transient: false,
     }
   }
 
   /**
-   * Makes room for one more key: the oldest that holds nothing and has nothing under way. A
-   * lease that holds units is never dropped (they would be lost to the fleet until their
-   * window ends), so the book may pass `maxKeys` by the keys that do.
+   * Makes room for one more key: the oldest that holds nothing and has nothing under way; false
+   * when every one holds units or is under way. A lease that holds units is never dropped (they
+   * would be lost to the fleet until their window ends), but the oldest idle one is made to give
+   * its slice back, so that it can go once the next sync has taken it: `maxKeys` bounds the book,
+   * and a key past it is decided in Redis meanwhile (`transient`).
    */
-  private evictOne(): void {
+  private evictOne(): boolean {
+    let holding: Lease | undefined
+    let looked = 0
     for (const [key, lease] of this.leases) {
-      if (lease.slice === 0 && lease.given.length === 0 && lease.inFlight === 0) {
+      // A bounded look from the oldest: a book full of held slices must not cost each new key a scan.
+      if (++looked > EVICTION_LOOK) break
+      if (lease.inFlight > 0) continue
+      if (lease.slice === 0 && lease.given.length === 0) {
         this.leases.delete(key)
         this.listed.delete(lease)
-        return
+        return true
       }
+      if (holding === undefined && lease.slice > 0) holding = lease
     }
+    if (holding !== undefined) this.expire(holding, Number.POSITIVE_INFINITY, 0)
+    return false
   }
 }
 
