@@ -50,7 +50,9 @@ describe('tollgate doctor', () => {
         'hybrid',
       ])
       for (const check of result.checks) expect(check.status, `${check.name}: ${check.message}`).toBe('ok')
-      expect(checks.get('scripts')?.message).toBe('6 scripts load (decide, sync, lease, reset, publishRules, readRules)')
+      expect(checks.get('scripts')?.message).toBe(
+        '6 scripts load (decide, sync, lease, reset, publishRules, readRules)',
+      )
       expect(checks.get('live rules')?.details).toEqual({ epoch: 1, stale: false, rejected: [] })
       expect(checks.get('hybrid')?.message).toMatch(/^1 HybridStore process alive \(last synced .+ ago\)$/)
       expect(checks.get('hybrid')?.details?.instances).toEqual([

@@ -71,7 +71,7 @@ describe('LiveRules on a Redis Cluster', () => {
         node.disconnect()
       }
       expect(written.sort()).toEqual(
-        ['changed', 'current', 'epoch', 'history'].map((name) => `${prefix}{rules}:${name}`),
+        ['changed', 'current', 'epoch', 'history', 'ids'].map((name) => `${prefix}{rules}:${name}`),
       )
       expect(new Set(written.map((key) => calculateSlot(key))).size).toBe(1)
       expect(await client.get(listener.epochKey)).toBe('1')

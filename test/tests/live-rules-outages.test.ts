@@ -112,12 +112,13 @@ describe('LiveRules while Redis is down', () => {
 
   it('keeps polling a Redis that fails, without throwing or an unhandled rejection, and warns once', async () => {
     const dead = await unreachableClient()
+    // Each poll is one script call, read_rules.lua.
     let reads = 0
-    const get = dead.get.bind(dead)
-    dead.get = ((...args: Parameters<typeof get>) => {
+    const send = dead.sendCommand.bind(dead)
+    dead.sendCommand = ((...args: Parameters<typeof send>) => {
       reads++
-      return get(...args)
-    }) as typeof dead.get
+      return send(...args)
+    }) as typeof dead.sendCommand
     const warnings = warningsOf()
     const live = new LiveRules({
       client: dead,
@@ -167,6 +168,89 @@ describe('LiveRules while Redis is down', () => {
     })
     expect(live.status()).toMatchObject({ epoch: 0, stale: false })
     expect(limiter.rules.get('api')?.windows[0]?.limit).toBe(10)
-    expect(warnings.codes).toEqual(['TG_RULES_UNREACHABLE', 'TG_RULES_RECOVERED'])
+    // The publish it held is gone from Redis: said, not only followed.
+    expect(warnings.codes).toEqual(['TG_RULES_UNREACHABLE', 'TG_RULES_RECOVERED', 'TG_RULES_DIVERGED'])
+  })
+})
+
+/**
+ * A follower that applied a publish its server then lost, as a replica promoted before it got the
+ * publish would lose it, and the server's next publish, which makes the same epoch again.
+ */
+async function lostPublish(options: { nudges: boolean }) {
+  const server = await spawnRedisServer()
+  closing.push(() => server.stop())
+  const own = new Redis(server.url, { retryStrategy: () => 20 })
+  own.on('error', () => {})
+  closing.push(async () => own.disconnect())
+  const admin = new Redis(server.url)
+  closing.push(async () => admin.disconnect())
+  const warnings = warningsOf()
+  const follower = new LiveRules({
+    client: own,
+    defaults: DEFAULTS,
+    pollIntervalMs: 0,
+    onWarning: warnings.onWarning,
+    ...options,
+  })
+  closing.push(() => follower.close())
+  const limiter = createLimiter({ rules: follower })
+  closing.push(() => limiter.close())
+  const publisher = new LiveRules({ client: admin, defaults: DEFAULTS, pollIntervalMs: 0, nudges: false })
+  closing.push(() => publisher.close())
+  if (options.nudges) {
+    await pollUntil('the follower subscribed', 5_000, async () => {
+      const [, count] = (await admin.pubsub('NUMSUB', 'tg:{rules}:nudge')) as [string, number]
+      return count === 1 ? { done: true, value: count } : { done: false, state: `${count} subscribers` }
+    })
+  }
+  await publisher.publish({ api: { windows: [{ limit: 70, period: '1m' }] } })
+  await follower.refresh()
+  expect(limiter.rules.get('api')?.windows[0]?.limit).toBe(70)
+
+  await admin.flushall()
+  await publisher.refresh()
+  expect(await publisher.publish({ api: { windows: [{ limit: 90, period: '1m' }] } })).toEqual({ epoch: 1 })
+  const limit = () => limiter.rules.get('api')?.windows[0]?.limit
+  return { own, follower, publisher, limit, warnings }
+}
+
+describe('LiveRules on a server that lost a publish it held', () => {
+  it('follows what the server holds once its client connects again, though the epoch is the same', async () => {
+    const { own, follower, limit, warnings } = await lostPublish({ nudges: false })
+    expect(limit()).toBe(70)
+    own.disconnect(true)
+    await pollUntil('the follower applies what the server holds', 5_000, async () =>
+      limit() === 90 ? { done: true, value: undefined } : { done: false, state: `limit ${limit()}` },
+    )
+    expect(follower.status()).toMatchObject({ epoch: 1, stale: false })
+    expect(warnings.codes).toContain('TG_RULES_DIVERGED')
+  })
+
+  it('follows what the server holds once it hears the publish that made the same epoch', async () => {
+    const { follower, limit, warnings } = await lostPublish({ nudges: true })
+    await pollUntil('the follower applies what the server holds', 5_000, async () =>
+      limit() === 90 ? { done: true, value: undefined } : { done: false, state: `limit ${limit()}` },
+    )
+    expect(follower.status()).toMatchObject({ epoch: 1, stale: false })
+    expect(warnings.codes).toContain('TG_RULES_DIVERGED')
+  })
+
+  it('reads every rule when the server moved past the epoch it holds by publishes it never had', async () => {
+    const { follower, publisher, limit, warnings } = await lostPublish({ nudges: false })
+    await publisher.publish({ search: { windows: [{ limit: 3, period: '1m' }], parent: 'api' } })
+    await follower.refresh()
+    expect(follower.status()).toMatchObject({ epoch: 2, stale: false })
+    expect(limit()).toBe(90)
+    expect(warnings.codes).toContain('TG_RULES_DIVERGED')
+  })
+
+  it('refuses a publish that expects the epoch it held, which another publish made', async () => {
+    const { follower, limit } = await lostPublish({ nudges: false })
+    await expect(
+      follower.publish({ api: { windows: [{ limit: 50, period: '1m' }] } }, { expectedEpoch: 1 }),
+    ).rejects.toMatchObject({ code: 'TG_CONFLICT', message: /another publish made epoch 1/ })
+    // It read what the server holds on the way.
+    expect(limit()).toBe(90)
   })
 })

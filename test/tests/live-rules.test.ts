@@ -179,6 +179,13 @@ describe('LiveRules validation', () => {
       /unknown algorithm/,
     ],
     ['no rule at all', {}, /at least one rule/],
+    // Values JSON cannot hold at all: refused as createLimiter would refuse them, not as JSON would.
+    [
+      'a BigInt limit',
+      { api: { windows: [{ limit: 5n as never, period: '1m' }] } },
+      /rule 'api', window 0: limit must be a positive integer/,
+    ],
+    ['undefined options', { api: undefined as never }, /rule 'api'/],
   ]
 
   it.each(invalid)('refuses %s with TG_CONFIG and writes nothing', async (_what, changes, message) => {

@@ -250,7 +250,8 @@ describe('resets', () => {
     const live = new LiveRules({ client: redis(), defaults: rules, prefix, pollIntervalMs: 0, nudges: false })
     // The rules' keys have no TTL (they are configuration): gone with the test.
     opened.push({
-      close: () => redis().del(...['epoch', 'current', 'changed', 'history'].map((key) => `${prefix}{rules}:${key}`)),
+      close: () =>
+        redis().del(...['epoch', 'current', 'changed', 'history', 'ids'].map((key) => `${prefix}{rules}:${key}`)),
     })
     opened.push(live)
     await live.publish({ login: { algorithm: 'fixed-window', windows: [{ limit: 2, period: '30s' }] } })

@@ -3,6 +3,7 @@ import type { CallSettings } from './decision-options.js'
 import type { PlanDefaults } from './decision-plan.js'
 import { describeValue, TollgateConfigError } from './errors.js'
 import type { LiveRules } from './live-rules/live-rules.js'
+import { LiveRuleSet } from './live-rules/rule-set.js'
 import { type LiveRulesSource, liveSourceOf } from './live-rules/source.js'
 import { checkOptionsObject, optionKeys } from './option-objects.js'
 import { processWarning } from './process-warning.js'
@@ -169,9 +170,12 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     ;(onWarning as WarningHandler)(message, code)
   }
   const resolve = (rules: unknown, warnWith: WarningHandler, live?: LiveResolution): ActiveRules => {
-    const resolved = resolveRules(rules, warnWith, dryRun, live)
+    // A live rule set resolves again, and searches again, only the rules its change touched.
+    const resolved =
+      rules instanceof LiveRuleSet ? rules.resolve(warnWith, dryRun) : resolveRules(rules, warnWith, dryRun, live)
     if (store !== undefined) checkAlgorithmsSupported(store, resolved)
-    const shedding = new Set([...resolved.values()].filter((rule) => rule.chain.some(hasLowBurst)))
+    const shedding =
+      rules instanceof LiveRuleSet ? rules.rulesWhere(sheds) : new Set([...resolved.values()].filter(sheds))
     return {
       rules: resolved,
       random: random as () => number,
@@ -194,6 +198,10 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     storeTimeoutMs,
     callDefaults: { cost: 1, dryRun: undefined, onStoreError: undefined, storeTimeoutMs },
   }
+}
+
+function sheds(rule: Rule): boolean {
+  return rule.chain.some(hasLowBurst)
 }
 
 function hasLowBurst(rule: Rule): boolean {

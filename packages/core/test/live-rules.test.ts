@@ -5,11 +5,21 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LiveRules, type LiveRulesOptions, type RulesOptions } from '../src/index.js'
+import { ChangedOverrides } from '../src/live-rules/changed-overrides.js'
 import { rollbackChanges, versionOf } from '../src/live-rules/history.js'
-import { applyStored, mergedRules, type Overrides, overrideOf } from '../src/live-rules/overrides.js'
+import {
+  applyStored,
+  mergedRules,
+  type Override,
+  type Overrides,
+  overrideOf,
+  survivesJson,
+} from '../src/live-rules/overrides.js'
+import { publishPayloadOf } from '../src/live-rules/redis-rules.js'
+import { LiveRuleSet } from '../src/live-rules/rule-set.js'
 import { readSnapshot, writeSnapshot } from '../src/live-rules/snapshot.js'
 import { LiveStateNames } from '../src/live-rules/state-names.js'
-import { resolveRules } from '../src/rules.js'
+import { type Rule, type RuleOptions, resolveRules } from '../src/rules.js'
 
 const defaults = {
   api: { windows: [{ limit: 100, period: '1m' }] },
@@ -81,6 +91,160 @@ describe('applyStored', () => {
     const merged = mergedRules(defaults, overrides({ ['__proto__']: { windows: [{ limit: 1, period: '1s' }] } }))
     expect(Object.keys(merged)).toEqual(['api', 'search', '__proto__'])
     expect(resolveRules(merged, () => {}, false).get('__proto__')?.windows[0]?.limit).toBe(1)
+  })
+})
+
+/** A small deterministic generator (a linear congruential one), so that a failure replays. */
+function seeded(seed: number): (below: number) => number {
+  let state = seed >>> 0
+  return (below) => {
+    state = (Math.imul(state, 1_664_525) + 1_013_904_223) >>> 0
+    return state % below
+  }
+}
+
+/** What a resolved rule is, its chain by name, and whether its chain links the set's own rules. */
+function described(rules: ReadonlyMap<string, Rule>): unknown[] {
+  return [...rules.values()].map((rule) => ({
+    ...rule,
+    chain: rule.chain.map((link) => link.name),
+    linked: rule.chain.every((link) => rules.get(link.name) === link),
+  }))
+}
+
+function outcome(resolve: () => ReadonlyMap<string, Rule>): unknown {
+  try {
+    return { rules: described(resolve()) }
+  } catch (error) {
+    return { error: (error as Error).message }
+  }
+}
+
+describe('LiveRuleSet', () => {
+  const names = new LiveStateNames(resolveRules(defaults, () => {}, false))
+  const rule = (random: (below: number) => number, names: readonly string[]): RuleOptions | null => {
+    if (random(5) === 0) return null
+    const parent = random(3) === 0 ? names[random(names.length)] : undefined
+    return {
+      algorithm: random(2) === 0 ? 'fixed-window' : 'token-bucket',
+      windows: [{ limit: 1 + random(3), period: random(2) === 0 ? '1m' : '1h' }],
+      ...(parent === undefined ? {} : { parent }),
+      ...(random(6) === 0 ? { dryRun: random(2) === 0 } : {}),
+    }
+  }
+
+  it('resolves a set made by changes as resolveRules resolves the whole set, or throws what it throws', () => {
+    const ruleNames = ['api', 'search', 'a', 'b', 'c', 'd', 'e']
+    for (const dryRun of [false, true]) {
+      for (let seed = 1; seed <= 60; seed++) {
+        const random = seeded(seed)
+        let set = LiveRuleSet.of(defaults, names)
+        set.resolve(() => {}, dryRun)
+        for (let step = 0; step < 30; step++) {
+          // One change per rule, as a publish or a read makes them.
+          const changes = new Map<string, Override | null>()
+          for (let i = 1 + random(3); i > 0; i--) {
+            const options = rule(random, ruleNames)
+            changes.set(ruleNames[random(ruleNames.length)] as string, options === null ? null : overrideOf(options))
+          }
+          const next = set.with([...changes])
+          const expected = outcome(() => resolveRules(next.options, () => {}, dryRun, names))
+          const found = outcome(() => next.resolve(() => {}, dryRun))
+          expect(found, `dryRun ${dryRun}, seed ${seed}, step ${step}`).toEqual(expected)
+          // As a process would: a set its followers cannot take is not the next one's base.
+          if ('rules' in (found as object)) set = next
+        }
+      }
+    }
+  })
+
+  it('warns of the rules it resolves again, as resolveRules would of them', () => {
+    const set = LiveRuleSet.of(defaults, names)
+    set.resolve(() => {}, false)
+    const warnings: string[] = []
+    set
+      .with([['api', overrideOf({ windows: [{ limit: 5, period: 500 }] })]])
+      .resolve((_message, code) => warnings.push(code), false)
+    expect(warnings).toEqual(['TG_PERIOD_IN_MS'])
+  })
+
+  it('finds the rules that pass a test again only among the rules it resolved again', () => {
+    const sheds = (rule: Rule) =>
+      rule.chain.some((link) => link.windows.some((window) => window.lowBurst !== undefined))
+    const set = LiveRuleSet.of(defaults, names)
+    set.resolve(() => {}, false)
+    expect(set.rulesWhere(sheds).size).toBe(0)
+    const next = set.with([['api', overrideOf({ windows: [{ limit: 100, period: '1m', lowBurst: 50 }] })]])
+    const rules = next.resolve(() => {}, false)
+    // The child sheds by its parent's window.
+    expect([...next.rulesWhere(sheds)]).toEqual([rules.get('api'), rules.get('search')])
+    expect(next.rulesWhere(sheds)).toBe(next.rulesWhere(sheds))
+    const back = next.with([['api', null]])
+    back.resolve(() => {}, false)
+    expect(back.rulesWhere(sheds).size).toBe(0)
+  })
+})
+
+describe('ChangedOverrides', () => {
+  it('reads as the overrides with every change made, in the order a copied map would keep', () => {
+    const random = seeded(7)
+    let layered: Overrides = new Map()
+    let copied = new Map<string, Override>()
+    for (let step = 0; step < 300; step++) {
+      const changes = Array.from({ length: 1 + random(4) }, () => {
+        const name = `rule-${random(120)}`
+        return [
+          name,
+          random(4) === 0 ? null : overrideOf({ windows: [{ limit: 1 + random(9), period: '1m' }] }),
+        ] as const
+      })
+      layered = ChangedOverrides.of(layered, changes)
+      copied = new Map(copied)
+      for (const [name, override] of changes) {
+        if (override === null) copied.delete(name)
+        else copied.set(name, override)
+      }
+      expect(layered.size).toBe(copied.size)
+      expect(layered.get('rule-3')).toBe(copied.get('rule-3'))
+      expect(layered.has('rule-4')).toBe(copied.has('rule-4'))
+    }
+    expect([...layered]).toEqual([...copied])
+    expect([...layered.keys()]).toEqual([...copied.keys()])
+  })
+})
+
+describe('publishing', () => {
+  it('sends the changes as one argument, refusing more than one publish carries with the size and the bound', () => {
+    const changes = [
+      ['api', overrideOf({ windows: [{ limit: 5, period: '1m' }] })],
+      ['search', null],
+    ] as const
+    expect(JSON.parse(publishPayloadOf(changes))).toEqual([
+      'api',
+      '{"windows":[{"limit":5,"period":"1m"}]}',
+      'search',
+      '',
+    ])
+    expect(() => publishPayloadOf(changes, 40)).toThrow(
+      expect.objectContaining({
+        code: 'TG_CONFIG',
+        message:
+          'publish of 2 rules carries 48 characters of rule names and options; one publish carries at most 40: publish them in several parts',
+      }),
+    )
+  })
+
+  it('tells options that JSON keeps from options it would drop or change', () => {
+    const kept = { windows: [{ limit: 5, period: '1m' }], parent: 'api', dryRun: false }
+    expect(survivesJson(kept, JSON.parse(JSON.stringify(kept)))).toBe(true)
+    for (const given of [
+      { windows: [{ limit: 5, period: '1m' }], algorithm: () => 'gcra' },
+      { windows: [{ limit: Number.NaN, period: '1m' }] },
+      { windows: [{ limit: 5, period: new Date(0) }] },
+      { windows: [undefined] },
+    ]) {
+      expect(survivesJson(given, JSON.parse(JSON.stringify(given)))).toBe(false)
+    }
   })
 })
 
@@ -201,10 +365,11 @@ describe('snapshots', () => {
   it('writes through a file renamed into place, and reads back the overrides of its epoch and prefix', async () => {
     const path = join(directory, 'rules.json')
     expect(readSnapshot(path, 'tg:')).toBeUndefined()
-    await writeSnapshot(path, 'tg:', 7, overrides({ api: { windows: [{ limit: 9, period: '1m' }] } }))
+    await writeSnapshot(path, 'tg:', 7, 'c0ffee', overrides({ api: { windows: [{ limit: 9, period: '1m' }] } }))
     expect(readdirSync(directory)).toEqual(['rules.json'])
     expect(readSnapshot(path, 'tg:')).toEqual({
       epoch: 7,
+      publishId: 'c0ffee',
       rules: [{ rule: 'api', text: '{"windows":[{"limit":9,"period":"1m"}]}', epoch: 7 }],
     })
     expect(() => readSnapshot(path, 'other:')).toThrow('it holds the rules of prefix "tg:", not "other:"')
@@ -212,15 +377,15 @@ describe('snapshots', () => {
 
   it('leaves the last whole snapshot when a write fails', async () => {
     const path = join(directory, 'kept.json')
-    await writeSnapshot(path, 'tg:', 1, new Map())
+    await writeSnapshot(path, 'tg:', 1, 'a', new Map())
     // A directory where the temporary file goes: writing it fails, as a full disk would. A write
     // made in place would not go there, and would succeed.
     const temporary = `${path}.${process.pid}.tmp`
     await mkdir(temporary)
-    await expect(writeSnapshot(path, 'tg:', 2, new Map())).rejects.toMatchObject({ code: 'EISDIR' })
+    await expect(writeSnapshot(path, 'tg:', 2, 'b', new Map())).rejects.toMatchObject({ code: 'EISDIR' })
     expect(readSnapshot(path, 'tg:')?.epoch).toBe(1)
     await rm(temporary, { recursive: true })
-    await writeSnapshot(path, 'tg:', 2, new Map())
+    await writeSnapshot(path, 'tg:', 2, 'b', new Map())
     expect(readSnapshot(path, 'tg:')?.epoch).toBe(2)
   })
 })

@@ -49,6 +49,7 @@ export interface LiveRulesOptions {
    * Receives warnings, each with a code: Redis unreachable (`TG_RULES_UNREACHABLE`) and reachable
    * again (`TG_RULES_RECOVERED`), a stored rule rejected (`TG_RULES_REJECTED`), a snapshot that
    * cannot be read or written (`TG_RULES_SNAPSHOT`), nudges not heard (`TG_RULES_NUDGES_LOST`),
+   * the rules this process applied no longer in Redis, a publish lost (`TG_RULES_DIVERGED`),
    * and, when no limiter follows these rules, what a published rule warns of.
    * @default process.emitWarning
    */

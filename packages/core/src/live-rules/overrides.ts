@@ -1,6 +1,7 @@
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { isPlainObject } from '../option-objects.js'
 import type { RuleOptions, RulesOptions } from '../rules.js'
+import { ChangedOverrides } from './changed-overrides.js'
 import type { RuleRejection } from './source.js'
 
 /** A rule's override: its options and their JSON, as stored. */
@@ -29,17 +30,12 @@ export function mergedRules(defaults: RulesOptions, overrides: Overrides): Rules
   return merged
 }
 
-/** The overrides with `changes` made: options to set, null to drop. */
+/** The overrides with `changes` made: options to set, null to drop. Copies the changes, not the overrides. */
 export function withChanges(
   overrides: Overrides,
   changes: ReadonlyArray<readonly [string, Override | null]>,
-): Map<string, Override> {
-  const next = new Map(overrides)
-  for (const [name, override] of changes) {
-    if (override === null) next.delete(name)
-    else next.set(name, override)
-  }
-  return next
+): Overrides {
+  return ChangedOverrides.of(overrides, changes)
 }
 
 /** An override of these options, its text the JSON that is stored. */
@@ -47,8 +43,58 @@ export function overrideOf(options: RuleOptions): Override {
   return { options, text: JSON.stringify(options) }
 }
 
-export interface AppliedRules<Resolved> {
-  readonly overrides: Map<string, Override>
+/**
+ * A publish's changes as they are stored and read back: JSON's reading of each rule's options
+ * (which a valid rule's options survive unchanged), and that JSON. `faithful` is false when JSON
+ * drops or alters a value given (a function, undefined, NaN, a Date); `changes` is undefined,
+ * and `unstorable` says why, when JSON cannot hold a rule's options at all (a BigInt, a cycle).
+ */
+export function storedChangesOf(
+  raw: ReadonlyArray<readonly [string, unknown]>,
+):
+  | { changes: Array<readonly [string, Override | null]>; faithful: boolean; unstorable?: undefined }
+  | { changes: undefined; faithful: false; unstorable: string } {
+  const changes: Array<readonly [string, Override | null]> = []
+  let faithful = true
+  for (const [name, options] of raw) {
+    if (options === null) {
+      changes.push([name, null])
+      continue
+    }
+    let text: string | undefined
+    try {
+      text = JSON.stringify(options)
+    } catch (error) {
+      return { changes: undefined, faithful: false, unstorable: `rule '${name}': ${(error as Error).message}` }
+    }
+    if (text === undefined) {
+      return { changes: undefined, faithful: false, unstorable: `rule '${name}': ${describeValue(options)}` }
+    }
+    const read = JSON.parse(text) as RuleOptions
+    faithful &&= survivesJson(options, read)
+    changes.push([name, { options: read, text }])
+  }
+  return { changes, faithful }
+}
+
+/**
+ * True when `read` (JSON's reading of `given`) holds what `given` holds: no function, undefined,
+ * non-finite number or object of a class that JSON would drop or turn into something else.
+ */
+export function survivesJson(given: unknown, read: unknown): boolean {
+  if (typeof given !== 'object' || given === null) return given === read
+  if (typeof read !== 'object' || read === null) return false
+  if (Array.isArray(given)) {
+    return Array.isArray(read) && given.length === read.length && given.every((item, i) => survivesJson(item, read[i]))
+  }
+  if (!isPlainObject(given) || !isPlainObject(read)) return false
+  const keys = Object.keys(given)
+  return keys.length === Object.keys(read).length && keys.every((key) => survivesJson(given[key], read[key]))
+}
+
+export interface AppliedStored<Resolved> {
+  /** The base itself when nothing changed. */
+  readonly overrides: Overrides
   /** Rules whose override was set, changed or dropped. */
   readonly changed: string[]
   /** Rules whose stored version is now in force (or was already). */
@@ -60,16 +106,16 @@ export interface AppliedRules<Resolved> {
 
 /**
  * The overrides with stored rules applied, as far as they make a valid rule set: `check` throws
- * for a set it cannot take. All at once when they can be (one publish's changes may depend on
- * each other: a rule and the new parent it names); else one by one, as many passes as accept
- * another, so that a stored rule that cannot be taken is left out alone, its last good version
- * kept, and every set in between was valid.
+ * for a set it cannot take, and is told which rules the set changed. All at once when they can
+ * be (one publish's changes may depend on each other: a rule and the new parent it names); else
+ * one by one, as many passes as accept another, so that a stored rule that cannot be taken is left
+ * out alone, its last good version kept, and every set in between was valid.
  */
 export function applyStored<Resolved>(
   base: Overrides,
   stored: readonly StoredRule[],
-  check: (overrides: Overrides) => Resolved,
-): AppliedRules<Resolved> {
+  check: (overrides: Overrides, changed: readonly string[]) => Resolved,
+): AppliedStored<Resolved> {
   const rejections: RuleRejection[] = []
   const accepted: string[] = []
   let pending: Array<{ change: readonly [string, Override | null]; epoch: number; message: string }> = []
@@ -84,16 +130,21 @@ export function applyStored<Resolved>(
     else pending.push({ change: [rule, override], epoch, message: '' })
   }
 
-  let overrides = new Map(base)
+  let overrides: Overrides = base
+  // Pending changes all differ from the base: those taken are the rules changed.
+  const changed: string[] = []
   let resolved: Resolved | undefined
-  const all = withChanges(
-    base,
-    pending.map((entry) => entry.change),
-  )
+  const all = pending.map((entry) => entry.change)
   try {
-    resolved = pending.length > 0 ? check(all) : undefined
-    overrides = all
-    for (const entry of pending) accepted.push(entry.change[0])
+    if (pending.length > 0) {
+      const next = withChanges(base, all)
+      resolved = check(
+        next,
+        all.map(([name]) => name),
+      )
+      overrides = next
+    }
+    for (const entry of pending) changed.push(entry.change[0])
     pending = []
   } catch {
     for (let progress = true; progress && pending.length > 0; ) {
@@ -101,24 +152,23 @@ export function applyStored<Resolved>(
       for (const entry of [...pending]) {
         const next = withChanges(overrides, [entry.change])
         try {
-          resolved = check(next)
+          resolved = check(next, [...changed, entry.change[0]])
         } catch (error) {
           entry.message = (error as Error).message
           continue
         }
         overrides = next
-        accepted.push(entry.change[0])
+        changed.push(entry.change[0])
         pending.splice(pending.indexOf(entry), 1)
         progress = true
       }
     }
   }
+  for (const name of changed) accepted.push(name)
   for (const entry of pending) rejections.push({ rule: entry.change[0], epoch: entry.epoch, message: entry.message })
   const order = new Map(stored.map((rule, i) => [rule.rule, i]))
   rejections.sort((a, b) => (order.get(a.rule) as number) - (order.get(b.rule) as number))
-  const changed = [...new Set([...base.keys(), ...overrides.keys()])].filter(
-    (name) => base.get(name)?.text !== overrides.get(name)?.text,
-  )
+  changed.sort((a, b) => (order.get(a) as number) - (order.get(b) as number))
   return { overrides, changed, accepted, rejections, resolved: changed.length > 0 ? resolved : undefined }
 }
 
@@ -150,9 +200,4 @@ export function changesOf(changes: unknown): Array<readonly [string, unknown]> {
 /** Options as given, to be checked before they are stored. */
 export function unstored(options: unknown): Override | null {
   return options === null ? null : { options: options as RuleOptions, text: '' }
-}
-
-/** Options as stored and read back: JSON's reading of them, which a valid rule's options survive unchanged. */
-export function asJson(options: unknown): RuleOptions {
-  return JSON.parse(JSON.stringify(options)) as RuleOptions
 }

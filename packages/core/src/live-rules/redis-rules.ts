@@ -1,6 +1,7 @@
-import { TollgateError } from '../errors.js'
+import { randomBytes } from 'node:crypto'
+import { TollgateConfigError, TollgateError } from '../errors.js'
 import { publishRulesScript, readRulesScript } from '../scripts/generated.js'
-import type { StoredRule } from './overrides.js'
+import type { Override, StoredRule } from './overrides.js'
 
 /**
  * The part of an ioredis `Redis` or `Cluster` client live rules use. Scripts go through
@@ -23,19 +24,30 @@ interface Subscriber {
   disconnect(): void
 }
 
-/** The versions a history keeps: the last 200 publishes, whatever rules each changed. */
+/** The versions a history keeps: the last 200 publishes, whatever rules each changed. The ids hash keeps as many epochs. */
 export const HISTORY_LENGTH = 200
 
 /**
+ * The most characters of rule names and options one publish carries. It goes to Redis as one
+ * argument, which Redis refuses past `proto-max-bulk-len` (512 MiB unless configured), and its
+ * history entry, one Redis string too, holds every rule's options twice (published and replaced),
+ * escaped as JSON strings: this leaves both within that with room to spare.
+ */
+export const MAX_PUBLISH_CHARACTERS = 128 * 1024 * 1024
+
+/**
  * Key layout, all under one hash tag so that a Cluster keeps them in one slot and a publish is
- * one script: `<prefix>{rules}:epoch` (the number of publishes), `:current` (hash: rule name →
- * options JSON), `:changed` (sorted set: rule name → the epoch that last changed it, dropped
- * overrides included, so that a reader asks only for what changed since its epoch), `:history`
- * (list, newest first). Publishes are announced on the channel `<prefix>{rules}:nudge`. These
- * keys have no TTL: they are configuration, not state.
+ * one script: `<prefix>{rules}:epoch` (the number of publishes), `:ids` (hash: epoch → the random
+ * id of the publish that made it, so that a process can tell the epoch it holds from another
+ * publish's under the same number), `:current` (hash: rule name → options JSON), `:changed`
+ * (sorted set: rule name → the epoch that last changed it, dropped overrides included, so that a
+ * reader asks only for what changed since its epoch), `:history` (list, newest first). Publishes
+ * are announced on the channel `<prefix>{rules}:nudge`. These keys have no TTL: they are
+ * configuration, not state.
  */
 export class RulesKeys {
   readonly epoch: string
+  readonly ids: string
   readonly current: string
   readonly changed: string
   readonly history: string
@@ -44,6 +56,7 @@ export class RulesKeys {
   constructor(prefix: string) {
     const base = `${prefix}{rules}:`
     this.epoch = `${base}epoch`
+    this.ids = `${base}ids`
     this.current = `${base}current`
     this.changed = `${base}changed`
     this.history = `${base}history`
@@ -51,10 +64,22 @@ export class RulesKeys {
   }
 }
 
-export interface ReadReply {
+/** Which rule set: its epoch, and the id of the publish that made it ('' when none was recorded). */
+export interface RulesStamp {
   readonly epoch: number
-  /** The reply names every rule ever overridden: an override it does not name is gone. */
-  readonly whole: boolean
+  readonly id: string
+}
+
+/**
+ * Why a read lists every rule rather than those changed since the reader's epoch: `new`, the
+ * reader held epoch 0 or one too old to check; `lost`, Redis does not hold the publish the reader
+ * holds (it is past Redis's epoch, or another publish made that epoch).
+ */
+export type WholeRead = 'new' | 'lost'
+
+export interface ReadReply extends RulesStamp {
+  /** Set when the reply names every rule ever overridden: an override it does not name is gone. */
+  readonly whole: WholeRead | undefined
   readonly rules: StoredRule[]
 }
 
@@ -63,6 +88,8 @@ export type PublishReply =
   | { readonly published: false; readonly found: number }
 
 type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
+
+const WHOLE_READS: ReadonlyArray<WholeRead | undefined> = [undefined, 'new', 'lost']
 
 const PUBLISH = `tollgatePublishRules${publishRulesScript.sha1.slice(0, 12)}`
 const READ = `tollgateReadRules${readRulesScript.sha1.slice(0, 12)}`
@@ -87,41 +114,56 @@ export class RedisRules {
     return epochOf(text)
   }
 
-  async readSince(epoch: number): Promise<ReadReply> {
-    const { keys } = this
-    const reply = await failingAsStore(
-      () => this.readScript(3, keys.epoch, keys.current, keys.changed, String(epoch)),
-      'read the rules',
-    )
-    if (!Array.isArray(reply) || reply.length < 2 || (reply.length - 2) % 3 !== 0) throw unexpected(reply)
-    const rules: StoredRule[] = []
-    for (let i = 2; i < reply.length; i += 3) {
-      const text: unknown = reply[i + 1]
-      rules.push({ rule: String(reply[i]), text: text === null ? null : String(text), epoch: Number(reply[i + 2]) })
-    }
-    return { epoch: Number(reply[0]), whole: Number(reply[1]) === 1, rules }
-  }
-
-  /** `changes`: rule name and options JSON, or '' to drop the override. */
-  async publish(
-    expected: number,
-    changes: ReadonlyArray<readonly [string, string]>,
-    historyFields: string,
-  ): Promise<PublishReply> {
+  /** What changed since the rule set `held`, or every rule when Redis does not hold it (ReadReply.whole). */
+  async readSince(held: RulesStamp): Promise<ReadReply> {
     const { keys } = this
     const reply = await failingAsStore(
       () =>
-        this.publishScript(
+        this.readScript(
           4,
           keys.epoch,
           keys.current,
           keys.changed,
+          keys.ids,
+          String(held.epoch),
+          held.id,
+          String(HISTORY_LENGTH),
+        ),
+      'read the rules',
+    )
+    if (!Array.isArray(reply) || reply.length < 3 || (reply.length - 3) % 3 !== 0) throw unexpected(reply)
+    const whole = WHOLE_READS[Number(reply[2])]
+    if (whole === undefined && Number(reply[2]) !== 0) throw unexpected(reply)
+    const rules: StoredRule[] = []
+    for (let i = 3; i < reply.length; i += 3) {
+      const text: unknown = reply[i + 1]
+      rules.push({ rule: String(reply[i]), text: text === null ? null : String(text), epoch: Number(reply[i + 2]) })
+    }
+    return { epoch: epochOf(reply[0]), id: String(reply[1]), whole, rules }
+  }
+
+  /**
+   * Publishes `payload` (publishPayloadOf) on top of `base`, as the publish `id` (publishIdOf):
+   * written only if Redis still holds `base`.
+   */
+  async publish(base: RulesStamp, id: string, payload: string, historyFields: string): Promise<PublishReply> {
+    const { keys } = this
+    const reply = await failingAsStore(
+      () =>
+        this.publishScript(
+          5,
+          keys.epoch,
+          keys.current,
+          keys.changed,
           keys.history,
-          String(expected),
+          keys.ids,
+          String(base.epoch),
+          base.id,
+          id,
           keys.channel,
           String(HISTORY_LENGTH),
           historyFields,
-          ...changes.flat(),
+          payload,
         ),
       'publish',
     )
@@ -136,20 +178,21 @@ export class RedisRules {
   }
 
   /**
-   * Listens for publishes on a connection of its own (`client.duplicate()`): `heard` gets each
-   * epoch announced, and is called with no epoch whenever the subscription is (again) in place,
+   * Listens for publishes on a connection of its own (`client.duplicate()`): `heard` gets the
+   * stamp of each publish announced, and is called with none whenever the subscription is (again) in place,
    * since announcements made while it was not were lost. Undefined when the client cannot duplicate.
    */
-  subscribe(heard: (epoch?: number) => void, failed: (error: Error) => void): (() => void) | undefined {
+  subscribe(heard: (stamp?: RulesStamp) => void, failed: (error: Error) => void): (() => void) | undefined {
     if (typeof this.client.duplicate !== 'function') return undefined
     const subscriber = this.client.duplicate() as Subscriber
     const { channel } = this.keys
     subscriber.on('error', failed)
     subscriber.on('message', (from, message) => {
       if (from !== channel) return
-      // An announcement that is not an epoch still says that something changed.
-      const epoch = Number(message)
-      heard(Number.isSafeInteger(epoch) ? epoch : undefined)
+      // '<epoch> <id>'; an announcement that is not one still says that something changed.
+      const [epochText = '', id, ...rest] = message.split(' ')
+      const epoch = /^[0-9]+$/.test(epochText) ? Number(epochText) : Number.NaN
+      heard(Number.isSafeInteger(epoch) && id !== undefined && rest.length === 0 ? { epoch, id } : undefined)
     })
     // ioredis subscribes again by itself on every reconnection, then emits 'ready'.
     subscriber.on('ready', () => heard())
@@ -159,6 +202,35 @@ export class RedisRules {
     )
     return () => subscriber.disconnect()
   }
+}
+
+/** A new publish's id: random, so that no two publishes share one, whatever epoch each makes. */
+export function publishIdOf(): string {
+  return randomBytes(8).toString('hex')
+}
+
+/**
+ * A publish's changes as publish_rules.lua takes them: one JSON array of strings, rule name then
+ * options JSON ('' to drop the override). Throws TG_CONFIG, writing nothing, for more than one
+ * publish carries.
+ */
+export function publishPayloadOf(
+  changes: ReadonlyArray<readonly [string, Override | null]>,
+  limit = MAX_PUBLISH_CHARACTERS,
+): string {
+  const strings: string[] = []
+  let characters = 0
+  for (const [name, override] of changes) {
+    const text = override?.text ?? ''
+    characters += name.length + text.length
+    strings.push(name, text)
+  }
+  if (characters > limit) {
+    throw new TollgateConfigError(
+      `publish of ${changes.length} rules carries ${characters} characters of rule names and options; one publish carries at most ${limit}: publish them in several parts`,
+    )
+  }
+  return JSON.stringify(strings)
 }
 
 function command(client: LiveRulesClient, name: string, lua: string): ScriptCommand {

@@ -1,4 +1,5 @@
 import type { LiveResolution, RulesOptions } from '../rules.js'
+import type { LiveRuleSet } from './rule-set.js'
 
 /** A new rule set applied: the epoch it is at, and the rules whose options changed with it. */
 export interface RulesChange {
@@ -22,7 +23,11 @@ export interface RuleRejection {
  * `TG_CONFIG` when it cannot take it, and where the resolved set goes once every follower took it.
  */
 export interface RulesFollower<Resolved = unknown> {
-  resolve(options: RulesOptions, live: LiveResolution): Resolved
+  /**
+   * `rules.resolve(warn, dryRun)` resolves the set as resolveRules would, only what changed
+   * resolved again; `live` is the resolution it resolves with.
+   */
+  resolve(rules: LiveRuleSet, live: LiveResolution): Resolved
   /** `resolved` is undefined when the epoch moved but no rule changed. */
   apply(resolved: Resolved | undefined, change: RulesChange): void
   reject(rejection: RuleRejection): void
