@@ -21,16 +21,20 @@ function failures(results: readonly FloodResult[]): Record<string, number> {
 // read as a store failure (the bound counted time queued in the process), so that thousands of
 // decisions failed open. Every decision must now be Redis's, and exactly the limit admitted.
 describe('a flood of concurrent decisions on a healthy Redis (4 processes)', () => {
+  // A server of its own: the subject is these processes' decisions, not other tests' traffic.
+  let server: SpawnedRedis
   let pool: WorkerPool
   let round = 0
   beforeAll(async () => {
-    pool = new WorkerPool(worker, [inject('redisUrl')], 4)
+    server = await spawnRedisServer()
+    pool = new WorkerPool(worker, [server.url], 4)
     // Each process connected and its script loaded, as a server is once it serves: a process's
     // very first command waits for its connection, whose set-up is not the subject here.
     await flood({ algorithm: 'fixed-window', limit: 1, decisions: 1, identifiers: 'one', refusalCache: true })
-  })
+  }, 30_000)
   afterAll(async () => {
-    await pool.close()
+    await pool?.close()
+    await server?.stop()
   })
 
   function flood(shape: Omit<FloodRound, 'prefix'>): Promise<FloodResult[]> {
@@ -118,12 +122,16 @@ describe('a process too busy to read its replies in time', () => {
 })
 
 describe('a strict HybridStore under a flood of first-time identifiers', () => {
+  // A server of its own: the subject is this process's round trips, not other tests' traffic.
+  let server: SpawnedRedis
   let client: Redis
-  beforeAll(() => {
-    client = new Redis(inject('redisUrl'))
-  })
+  beforeAll(async () => {
+    server = await spawnRedisServer()
+    client = new Redis(server.url)
+  }, 30_000)
   afterAll(async () => {
-    await client.quit()
+    client?.disconnect()
+    await server?.stop()
   })
 
   // Each first-time identifier needs a lease round trip; 5,000 of them at once once outlasted the
@@ -140,6 +148,8 @@ describe('a strict HybridStore under a flood of first-time identifiers', () => {
       rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 1, period: '1h' }] } },
       onWarning: () => {},
     })
+    // Connected, its script loaded, as a serving process is.
+    expect((await limiter.consume('r', 'ip:warm')).reason).toBe('ok')
     const made = await Promise.all(Array.from({ length: 10_000 }, (_, i) => limiter.consume('r', `ip:${i % 5_000}`)))
     const reasons: Record<string, number> = {}
     for (const decision of made) reasons[decision.reason] = (reasons[decision.reason] ?? 0) + 1

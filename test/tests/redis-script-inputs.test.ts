@@ -36,8 +36,8 @@ describe('Redis scripts, the inputs they share', () => {
 
   it.each(badTimes)('sync and lease: a time of %s fails the call, and writes nothing', async (time) => {
     const calls = [
-      client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', 'fw 10 60000|1700000000000 3'),
-      client.eval(leaseScript.lua, 1, 'inputs:{l}:fw', time, '-', '', 'fw 10 60000|4|0|'),
+      client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', '', 'fw 10 60000|1700000000000 3'),
+      client.eval(leaseScript.lua, 1, 'inputs:{l}:fw', time, '-', '', '', 'fw 10 60000|4|0|'),
     ]
     for (const call of calls) {
       await expect(call).rejects.toThrow(
@@ -50,10 +50,10 @@ describe('Redis scripts, the inputs they share', () => {
   it('a rule of an algorithm a script does not keep fails with its code, and writes nothing', async () => {
     // Sliding logs cannot be summed as counters, and lease slices only fit the window counters.
     await expect(
-      client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', 'sl 10 60000|1700000000000 3'),
+      client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', '', 'sl 10 60000|1700000000000 3'),
     ).rejects.toThrow('no algorithm sl in this script, in the rule sl 10 60000')
     await expect(
-      client.eval(leaseScript.lua, 1, 'inputs:{l}:tb', '1700000000000', '-', '', 'tb 10 60000|4|0|'),
+      client.eval(leaseScript.lua, 1, 'inputs:{l}:tb', '1700000000000', '-', '', '', 'tb 10 60000|4|0|'),
     ).rejects.toThrow('no algorithm tb in this script, in the rule tb 10 60000')
     expect(await client.exists('inputs:{s}:sl', 'inputs:{l}:tb')).toBe(0)
   })
@@ -65,7 +65,7 @@ describe('Redis scripts, the inputs they share', () => {
     const key = 'inputs:{same}:fw'
     const decided = (await client.eval(decideScript.lua, 1, key, `consume 2 ${now} fw 10 60000/5`)) as number[]
     expect(decided[0]).toBe(2 * now + 1)
-    const synced = (await client.eval(syncScript.lua, 1, key, String(now), '', `fw 10 60000/5|${now} 3`)) as unknown[]
+    const synced = (await client.eval(syncScript.lua, 1, key, String(now), '', '', `fw 10 60000/5|${now} 3`)) as unknown[]
     expect(synced.slice(0, 2)).toEqual([expect.any(Number), -1])
     const peeked = (await client.eval(decideScript.lua, 1, key, `peek 1 ${now} fw 10 60000`)) as number[]
     // 10 less the 2 decided and the 3 synced.
@@ -80,6 +80,7 @@ describe('Redis scripts, the inputs they share', () => {
       'inputs:{folded}:fw',
       'inputs:{folded}:tb',
       String(now),
+      '',
       '',
       `fw 10 60000|~${now} ${now} 3 3 3`,
       `tb 10 60000|~${now} ${now} 3 18000 18000`,

@@ -193,7 +193,10 @@ describe('a store that rejects', () => {
 
   // Regression: on an in-process store the listener's error escaped consume as a throw, not a rejection.
   it("rejects, never throws, with the error of a 'store-error' listener on an in-process store", async () => {
-    const limiter = limiterOver(new MemoryStore({ clock: () => Number.NaN, sweepIntervalMs: 0 }))
+    // A clock that goes bad after construction, which is when a clock returning no time is refused.
+    let time = T
+    const limiter = limiterOver(new MemoryStore({ clock: () => time, sweepIntervalMs: 0 }))
+    time = Number.NaN
     const mistake = new Error('listener bug')
     limiter.on('store-error', () => {
       throw mistake
