@@ -8,30 +8,32 @@ const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
 const LIMIT = 10
 const rules = { r: { algorithm: 'fixed-window', windows: [{ limit: LIMIT, period: '1m' }] } } as const
 
+/** Between ioredis and the tests' Redis: the processes under test talk through it; `direct` does not. */
+let proxy: FaultProxy
+let direct: Redis
+beforeAll(async () => {
+  const target = new URL(inject('redisUrl'))
+  proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
+  direct = new Redis(inject('redisUrl'))
+})
+afterAll(async () => {
+  direct.disconnect()
+  await proxy.close()
+})
+
 // ioredis, at its defaults, sends again the commands whose replies it lost when it reconnects. A
 // reply lost after Redis ran a write that gives units back (a proxy forwarding the command, then
 // dropping the connection) once applied that write twice: a refund of 10 let 20 more through.
 describe('writes that give units back apply once, however often a lost reply has them sent', () => {
-  let proxy: FaultProxy
-  let direct: Redis
   let prefixes = 0
   const opened: Array<{ close(): Promise<unknown> } | { disconnect(): void }> = []
 
-  beforeAll(async () => {
-    const target = new URL(inject('redisUrl'))
-    proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
-    direct = new Redis(inject('redisUrl'))
-  })
   afterEach(async () => {
     proxy.set({ kind: 'pass' })
     for (const item of opened.splice(0)) {
       if ('close' in item) await item.close()
       else item.disconnect()
     }
-  })
-  afterAll(async () => {
-    direct.disconnect()
-    await proxy.close()
   })
 
   /** A process whose connection to Redis goes through the proxy, ioredis at its defaults, and one whose does not. */
@@ -117,18 +119,7 @@ describe('writes that give units back apply once, however often a lost reply has
 // sends a push again after a lost reply, and the store once merged a failed push's units into the
 // next one, which Redis had maybe taken already.
 describe('a HybridStore push applies once, however often it is sent', () => {
-  let proxy: FaultProxy
-  let direct: Redis
   let prefixes = 0
-  beforeAll(async () => {
-    const target = new URL(inject('redisUrl'))
-    proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
-    direct = new Redis(inject('redisUrl'))
-  })
-  afterAll(async () => {
-    direct.disconnect()
-    await proxy.close()
-  })
 
   async function hybridThroughProxy(options: { maxRetriesPerRequest?: number | null } = {}) {
     const prefix = `lost-push:${process.pid}:${prefixes++}:`
@@ -196,18 +187,6 @@ describe('a HybridStore push applies once, however often it is sent', () => {
 // A strict HybridStore gives back the slice it holds unused. Sent twice, a give-back subtracts the
 // slice twice from the count: a strict process and a RedisStore once admitted 121 in a window of 100.
 describe('a strict HybridStore gives a slice back once, however often it is sent', () => {
-  let proxy: FaultProxy
-  let direct: Redis
-  beforeAll(async () => {
-    const target = new URL(inject('redisUrl'))
-    proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
-    direct = new Redis(inject('redisUrl'))
-  })
-  afterAll(async () => {
-    direct.disconnect()
-    await proxy.close()
-  })
-
   it('admits exactly the limit across a strict process and a RedisStore when the give-back reply is lost', async () => {
     const prefix = `lost-give-back:${process.pid}:`
     const hundred = { r: { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1h' }] } } as const
