@@ -155,12 +155,18 @@ export class StoreCaller {
     }
   }
 
-  /** A decision that waited for the store ended: the oldest one queued for room takes its place. */
+  /**
+   * A decision that waited for the store ended: the oldest ones queued for room take its place,
+   * as many as there is room for (one the open breaker answers at once takes none).
+   */
   decisionEnded(): void {
     this.waiting--
     this.callEnded()
-    const next = this.queued.shift()
-    if (next !== undefined) this.ask(next.plan, next.resolve, next.reject, next.observed)
+    while (this.waiting < this.backlog.max) {
+      const next = this.queued.shift()
+      if (next === undefined) return
+      this.ask(next.plan, next.resolve, next.reject, next.observed)
+    }
   }
 
   private noticeOverload(): void {

@@ -208,6 +208,27 @@ describe('a store that rejects', () => {
     await expect(outcome).rejects.toBe(mistake)
   })
 
+  // Past backlog.max with whenFull 'wait', decisions queue; once the breaker opened, the first
+  // taken from the queue was answered at once and took no room, and the rest waited for ever.
+  it("settles every decision queued for room (whenFull 'wait') once the failing store opens the breaker", async () => {
+    const failing: Store = {
+      evaluate: () => Promise.reject(new Error('connection refused')),
+      reset: async () => {},
+      close: async () => {},
+    }
+    const limiter = createLimiter({
+      store: failing,
+      rules: { api: { windows: [{ limit: 5, period: '1m' }] } },
+      backlog: { max: 2, whenFull: 'wait' },
+      onStoreError: 'deny',
+      onWarning: () => {},
+    })
+    const made = await Promise.all(Array.from({ length: 20 }, () => limiter.consume('api', IP)))
+    expect(made.every((decision) => decision.reason === 'store-error-denied')).toBe(true)
+    expect(limiter.breakerState).toBe('open')
+    await limiter.close()
+  })
+
   it('decides through a store that answers through a receiver', async () => {
     const answer: StoreResult = { allowed: true, nowMs: T, windows: [{ remaining: 4, resetAtMs: T, fitsAtMs: T }] }
     const delivered: string[] = []
