@@ -65,7 +65,15 @@ describe('Redis scripts, the inputs they share', () => {
     const key = 'inputs:{same}:fw'
     const decided = (await client.eval(decideScript.lua, 1, key, `consume 2 ${now} fw 10 60000/5`)) as number[]
     expect(decided[0]).toBe(2 * now + 1)
-    const synced = (await client.eval(syncScript.lua, 1, key, String(now), '', '', `fw 10 60000/5|${now} 3`)) as unknown[]
+    const synced = (await client.eval(
+      syncScript.lua,
+      1,
+      key,
+      String(now),
+      '',
+      '',
+      `fw 10 60000/5|${now} 3`,
+    )) as unknown[]
     expect(synced.slice(0, 2)).toEqual([expect.any(Number), -1])
     const peeked = (await client.eval(decideScript.lua, 1, key, `peek 1 ${now} fw 10 60000`)) as number[]
     // 10 less the 2 decided and the 3 synced.
