@@ -135,8 +135,10 @@ describe('a strict HybridStore under a flood of first-time identifiers', () => {
   })
 
   // Each first-time identifier needs a lease round trip; 500 of them at once once outlasted the
-  // bound, counted from each decision's start, and those decisions failed open.
-  it('decides 2,000 first-time identifiers at once by Redis, within each limit', async () => {
+  // bound, counted from each decision's start, and those decisions failed open. The bound here is
+  // 500 ms: the suite's other files share the machine's two cores, and a Redis descheduled that
+  // long is, to its clients, silent; 5,000 round trips at once take longer than that to answer.
+  it('decides 5,000 first-time identifiers at once by Redis, within each limit', async () => {
     const store = new HybridStore({
       client,
       prefix: `strict-flood:${process.pid}:`,
@@ -146,15 +148,16 @@ describe('a strict HybridStore under a flood of first-time identifiers', () => {
     const limiter = createLimiter({
       store,
       rules: { r: { algorithm: 'fixed-window', windows: [{ limit: 1, period: '1h' }] } },
+      storeTimeoutMs: 500,
       onWarning: () => {},
     })
     // Connected, its script loaded, as a serving process is.
     expect((await limiter.consume('r', 'ip:warm')).reason).toBe('ok')
-    const made = await Promise.all(Array.from({ length: 4_000 }, (_, i) => limiter.consume('r', `ip:${i % 2_000}`)))
+    const made = await Promise.all(Array.from({ length: 10_000 }, (_, i) => limiter.consume('r', `ip:${i % 5_000}`)))
     const reasons: Record<string, number> = {}
     for (const decision of made) reasons[decision.reason] = (reasons[decision.reason] ?? 0) + 1
     const failed = made.find((decision) => decision.error !== undefined)
-    expect(reasons, `the first failure: ${failed?.error?.message}`).toEqual({ ok: 2_000, limited: 2_000 })
+    expect(reasons, `the first failure: ${failed?.error?.message}`).toEqual({ ok: 5_000, limited: 5_000 })
     await limiter.close()
   })
 })

@@ -34,7 +34,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(apps.map((app) => app.close()))
   // The rules' keys are configuration, kept without a TTL: this test's go with it.
-  const keys = ['epoch', 'current', 'changed', 'history'].map((name) => `${prefix}{rules}:${name}`)
+  const keys = ['epoch', 'current', 'changed', 'history', 'ids'].map((name) => `${prefix}{rules}:${name}`)
   await client.del(...keys)
   await client.quit()
 })
