@@ -3,7 +3,7 @@ import { describeValue, TollgateError } from '../errors.js'
 import { groupBySlot } from './cluster-slots.js'
 import type { Lease, LeaseBook } from './hybrid-lease-book.js'
 import { ruleTextOf, type SyncCommand } from './hybrid-sync.js'
-import { isReplyError } from './operations.js'
+import { resendAsItWas } from './operations.js'
 import type { ReplyWatches } from './reply-watch.js'
 import type { StoreReceiver, StoreRequest, StoreResult, StoreWindowResult } from './store.js'
 
@@ -200,12 +200,11 @@ export class LeaseExchange {
   private async sendChunk(chunk: LeaseChunk): Promise<LeaseChunkOutcome | Error> {
     const { book } = this.context
     const { leases, sending, time, now } = chunk
-    const sentAt = performance.now()
     let reply: LeaseReply
     try {
       reply = await this.call(chunk.keys, '-', time, chunk.heartbeat, chunk.entries, undefined, chunk.operationKey)
     } catch (error) {
-      if (!isReplyError(error) && leases.length > 0 && sentAt - chunk.since < DOUBTFUL_CALL_MS) {
+      if (leases.length > 0 && resendAsItWas(error, chunk.since)) {
         this.doubtful.push(chunk)
       } else {
         leases.forEach((lease, i) => {
@@ -392,6 +391,3 @@ interface LeaseChunk {
   /** `performance.now()` when it was first sent. */
   since: number
 }
-
-/** How long a failed chunk is sent again as it was: within its operation key's minute, with a margin. */
-const DOUBTFUL_CALL_MS = 50_000

@@ -18,7 +18,7 @@ import { OutageTable } from './hybrid-outage.js'
 import { record, usedOf, withUnits } from './hybrid-segments.js'
 import { KeySlots, SlotList } from './hybrid-slots.js'
 import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
-import { isReplyError, operationKeyBeside } from './operations.js'
+import { operationKeyBeside, resendAsItWas } from './operations.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import { ReplyWatches } from './reply-watch.js'
 import { keysReset } from './reset-once.js'
@@ -626,8 +626,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       answer = readChunkReply(await this.runSync(push.keyCount, ...push.keysAndArgs), keys)
     } catch (error) {
       // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
-      const doubtful = !isReplyError(error) && chunk.length > 0 && sentAt - push.since < DOUBTFUL_PUSH_MS
-      if (doubtful) this.doubtful.push(push)
+      if (chunk.length > 0 && resendAsItWas(error, push.since)) this.doubtful.push(push)
       else for (const [i, slot] of chunk.entries()) this.requeue(slot, generations[i] as number)
       return error instanceof Error ? error : new Error(String(error))
     }
@@ -786,6 +785,3 @@ interface DoubtfulPush {
   /** `performance.now()` when it was first sent. */
   since: number
 }
-
-/** How long a push is sent again as it was: within its operation key's minute (lua/lib/operation.lua), with a margin. */
-const DOUBTFUL_PUSH_MS = 50_000

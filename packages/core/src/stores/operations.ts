@@ -34,3 +34,15 @@ export function operationKeyBeside(prefix: string, key: string): string {
 export function isReplyError(error: unknown): boolean {
   return (error as { name?: unknown } | null)?.name === 'ReplyError'
 }
+
+/** How long a call whose outcome is unknown is sent again as it was: within its operation key's minute, with a margin. */
+const RESEND_WITHIN_MS = 50_000
+
+/**
+ * Whether a call that failed, first sent at `since` (`performance.now()`), is to be sent again as
+ * it was, under the same operation key: it failed without Redis's answer, so it may have run, and
+ * its key still says so. Otherwise its units go back to be sent with the next ones.
+ */
+export function resendAsItWas(error: unknown, since: number): boolean {
+  return !isReplyError(error) && performance.now() - since < RESEND_WITHIN_MS
+}

@@ -229,20 +229,7 @@ export class RedisStore implements Store {
         return
       }
     }
-    const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-    const operationKey = operation === 'refund' ? this.operationKeyFor(targets) : undefined
-    this.batches.add(group, {
-      operation,
-      keys,
-      targets,
-      cost,
-      time,
-      random,
-      revertable: true,
-      receiver,
-      mark,
-      operationKey,
-    })
+    this.enqueue(operation, keys, targets, cost, time, random, true, receiver, mark)
   }
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -259,11 +246,6 @@ export class RedisStore implements Store {
    */
   private refusalTime(): number {
     return this.clock ? timeFrom(this.clock, 'RedisStore') : performance.now()
-  }
-
-  /** A new operation's key in the slot of the targets' keys: they share their identifier's hash tag. */
-  private operationKeyFor(targets: readonly StoreTarget[]): string {
-    return operationKey(this.keys.prefix, (targets[0] as StoreTarget).identifier)
   }
 
   private keysOf(targets: readonly StoreTarget[]): string[] {
@@ -292,27 +274,46 @@ export class RedisStore implements Store {
    */
   private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time, random, asker) =>
     new Promise<StoreResult>((resolve, reject) => {
-      // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
-      const group = this.cluster ? calculateSlot(keys[0] as string) : 0
       const receiver: StoreReceiver = { answer: resolve, fail: reject }
       const sent = asker?.sent?.bind(asker)
       if (sent !== undefined) receiver.sent = sent
       // An undo gives units back, as a refund does.
-      const givesBack = operation === 'undo' || operation === 'refund'
       if (operation === 'undo') this.refusals?.forget(targets)
-      this.batches.add(group, {
-        operation,
-        keys,
-        targets,
-        cost,
-        time,
-        random,
-        revertable: false,
-        receiver,
-        mark: 0,
-        operationKey: givesBack ? this.operationKeyFor(targets) : undefined,
-      })
+      this.enqueue(operation, keys, targets, cost, time, random, false, receiver, 0)
     })
+
+  /**
+   * Queues one script run, all its keys in one slot, for the next batch of that slot; a run that
+   * gives units back (a refund, an undo) goes with an operation's key, so that it applies once.
+   */
+  private enqueue(
+    operation: StoreOperation | 'undo',
+    keys: readonly string[],
+    targets: readonly StoreTarget[],
+    cost: number,
+    time: string,
+    random: number | undefined,
+    revertable: boolean,
+    receiver: StoreReceiver,
+    mark: number,
+  ): void {
+    // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
+    const group = this.cluster ? calculateSlot(keys[0] as string) : 0
+    const givesBack = operation === 'refund' || operation === 'undo'
+    const once = givesBack ? operationKey(this.keys.prefix, (targets[0] as StoreTarget).identifier) : undefined
+    this.batches.add(group, {
+      operation,
+      keys,
+      targets,
+      cost,
+      time,
+      random,
+      revertable,
+      receiver,
+      mark,
+      operationKey: once,
+    })
+  }
 
   private send(group: number, runs: readonly QueuedRun[]): void {
     const keysAndArgs: string[] = []

@@ -72,5 +72,3 @@ export class ReplyWatches {
     return watch
   }
 }
-
-export type { ConnectionWatch }

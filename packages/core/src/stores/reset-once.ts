@@ -13,7 +13,7 @@ type ResetCommand = (numberOfKeys: number, ...keys: string[]) => Promise<unknown
 const COMMAND = `tollgateReset${resetScript.sha1.slice(0, 12)}`
 
 /** A reset's marks live at least this long: a slice reserved just before must find them at the next sync. */
-const MIN_MARK_MS = 60_000
+const MIN_MARK_MS = 120_000
 
 /**
  * Deletes the targets' keys once per call, however often the client sends it (lua/reset.lua): a
@@ -33,9 +33,9 @@ export function keysReset(
   const run = (commands[COMMAND] as ResetCommand).bind(client)
   return async (keys, targets, time) => {
     if (keys.length === 0) return
-    let longest = MIN_MARK_MS / 2
+    let longest = 0
     for (const target of targets) for (const window of target.windows) longest = Math.max(longest, window.periodMs)
-    const marksLive = String(2 * longest)
+    const marksLive = String(Math.max(MIN_MARK_MS, 2 * longest))
     const slots = cluster ? groupBySlot(keys) : [keys.map((_, i) => i)]
     await Promise.all(
       slots.map((indices) => {
