@@ -7,10 +7,12 @@ const source = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/i
 
 export default defineConfig({
   resolve: {
-    alias: ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry', 'admin'].map((name) => ({
-      find: new RegExp(`^@tollgate/${name}$`),
-      replacement: source(name),
-    })),
+    alias: ['core', 'express', 'fastify', 'koa', 'hono', 'nestjs', 'prometheus', 'opentelemetry', 'admin'].map(
+      (name) => ({
+        find: new RegExp(`^@tollgate/${name}$`),
+        replacement: source(name),
+      }),
+    ),
   },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'test/tests/**/*.test.ts', 'examples/*/test/**/*.test.ts'],

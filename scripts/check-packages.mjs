@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)))
-const packages = ['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry', 'cli', 'admin']
+const packages = ['core', 'express', 'fastify', 'koa', 'hono', 'nestjs', 'prometheus', 'opentelemetry', 'cli', 'admin']
 const bin = (name) => join(root, 'node_modules', '.bin', name)
 const destination = mkdtempSync(join(tmpdir(), 'tollgate-check-packages-'))
 const run = (file, args, cwd) =>

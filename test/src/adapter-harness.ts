@@ -6,7 +6,8 @@ import supertest, { type Agent } from 'supertest'
 /**
  * The part of a request the conformance suite's callbacks read. Express `req`, Fastify `request`
  * and Koa `ctx` all carry Node's parsed `headers`, so options written against this type are valid
- * options for every adapter.
+ * options for every adapter. Hono's `Context` does not: its harness hands the callbacks a view of
+ * this shape made from the request's Web `Headers`.
  */
 export interface HarnessRequest {
   readonly headers: IncomingHttpHeaders
@@ -22,9 +23,10 @@ export interface HarnessRoute {
   /** Its handler never answers: the request ends when the client goes away. */
   hangs?: boolean
   /**
-   * Its `rateLimit` is applied a second time to each request, as an app may by mistake: Express
-   * and Koa on the app before the route's own, Fastify by `fastify.tollgate.check` in a
-   * `preHandler` besides the plugin's hook.
+   * Its `rateLimit` is applied a second time to each request, as an app may by mistake: Express,
+   * Koa and Hono on the app before the route's own, Fastify by `fastify.tollgate.check` in a
+   * `preHandler` besides the plugin's hook, NestJS by `@UseGuards(TollgateGuard)` on the route
+   * besides the global guard.
    */
   mountedTwice?: boolean
 }
@@ -38,15 +40,17 @@ export interface HarnessOptions {
   routes: readonly HarnessRoute[]
   /**
    * Whether the framework trusts `X-Forwarded-For`: Express `trust proxy`, Fastify `trustProxy`,
-   * Koa `app.proxy`. `'not-the-peer'`: a proxy is trusted, but the requests' `X-Forwarded-For`
-   * does not decide the address (Express and Fastify trust 10.0.0.1 only, not the test's
-   * 127.0.0.1; Koa reads X-Real-IP instead).
+   * Koa `app.proxy`, the Hono adapter's own `trustProxy`, NestJS its platform's setting.
+   * `'not-the-peer'`: a proxy is trusted, but the requests' `X-Forwarded-For` does not decide the
+   * address (Express, Fastify, Hono and NestJS trust 10.0.0.1 only, not the test's 127.0.0.1; Koa
+   * reads X-Real-IP instead).
    */
   trustProxy: boolean | 'not-the-peer'
   /**
    * The app's own error handling, as apps usually have: every error answered as JSON
    * `{ error: message }` with the error's status (Express error middleware, Fastify
-   * `setErrorHandler`, a Koa middleware around the rest). Otherwise the framework's default.
+   * `setErrorHandler`, a Koa middleware around the rest, Hono `app.onError`, a NestJS global
+   * exception filter). Otherwise the framework's default.
    */
   errorHandler?: boolean
 }
@@ -58,8 +62,9 @@ export interface ErrorBody {
 
 /**
  * What every route's handler answers: the reason of the decision the adapter exposed to it
- * (Express `res.locals.rateLimit`, Fastify `request.rateLimit`, Koa `ctx.state.rateLimit`), or
- * null when there is none; with the status the request asks for in `X-Status`, else 200.
+ * (Express `res.locals.rateLimit`, Fastify `request.rateLimit`, Koa `ctx.state.rateLimit`, Hono
+ * `c.get('rateLimit')`, NestJS `@RateLimitDecision()`), or null when there is none; with the
+ * status the request asks for in `X-Status`, else 200.
  */
 export interface HandlerBody {
   reason: string | null

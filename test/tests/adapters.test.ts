@@ -6,13 +6,18 @@ import { runAdapterConformance } from '../src/adapter-conformance.js'
 import { serveOnLoopback } from '../src/adapter-harness.js'
 import { makeExpressHarness } from '../src/harness-express.js'
 import { makeFastifyHarness, makeFastifyScopedHarness } from '../src/harness-fastify.js'
+import { makeHonoHarness } from '../src/harness-hono.js'
 import { makeKoaHarness } from '../src/harness-koa.js'
+import { makeNestExpressHarness, makeNestFastifyHarness } from '../src/harness-nestjs.js'
 import { ManualClock } from '../src/manual-clock.js'
 
 runAdapterConformance('Express', makeExpressHarness)
 runAdapterConformance('Fastify', makeFastifyHarness)
 runAdapterConformance('Fastify (plugin options per scope)', makeFastifyScopedHarness)
 runAdapterConformance('Koa', makeKoaHarness)
+runAdapterConformance('NestJS (Express platform)', makeNestExpressHarness)
+runAdapterConformance('NestJS (Fastify platform)', makeNestFastifyHarness)
+runAdapterConformance('Hono', makeHonoHarness)
 
 interface RateLimitError {
   status: number

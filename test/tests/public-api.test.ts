@@ -12,7 +12,7 @@ const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
  * wording and internals do not count. A change to a snapshot is a change to the public API: read
  * it, then update it with `pnpm exec vitest run test/tests/public-api.test.ts -u`.
  */
-describe.each(['core', 'express', 'fastify', 'koa', 'prometheus', 'opentelemetry', 'admin'])(
+describe.each(['core', 'express', 'fastify', 'koa', 'hono', 'nestjs', 'prometheus', 'opentelemetry', 'admin'])(
   '@tollgate/%s public API',
   (name) => {
     it('matches the committed snapshot of its built declarations', async () => {

@@ -1,0 +1,35 @@
+import { serve } from '@hono/node-server'
+import { createLimiter, RedisStore } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { createApp } from './app.js'
+import { rules } from './rules.js'
+
+const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined
+// Without a store the limiter counts in memory, for this process only.
+const limiter = createLimiter({ rules, ...(redis ? { store: new RedisStore({ client: redis }) } : {}) })
+const port = Number(process.env.PORT ?? 3004)
+const base = `127.0.0.1:${port}`
+
+const server = serve({ fetch: createApp({ limiter }).fetch, port, hostname: '127.0.0.1' }, () => {
+  const store = redis ? `the Redis store (${process.env.REDIS_URL})` : 'the in-memory store'
+  console.log(`Tollgate Hono example on http://${base} with ${store}. Ctrl-C stops it.
+
+Six logins within 3 s: five pass, the sixth is refused by the 5 per 3 s window:
+  for i in 1 2 3 4 5 6; do curl -si -X POST ${base}/login -H 'content-type: application/json' -d '{"username":"alice","password":"x"}' | grep -iE '^(HTTP|ratelimit|retry-after)'; done
+
+A read for user 1, counted under api.read and its parent api:
+  curl -si ${base}/api/items -H 'x-user-id: 1' | grep -iE '^(HTTP|ratelimit)'
+
+Two uploads of 600 KB: the second would go over 1,000,000 bytes per minute:
+  for i in 1 2; do head -c 600000 /dev/zero | curl -si -X POST ${base}/upload -H 'content-type: application/octet-stream' --data-binary @- | grep -iE '^(HTTP|ratelimit|retry-after)'; done
+`)
+})
+
+async function shutdown() {
+  await new Promise((resolve) => server.close(resolve))
+  await limiter.close()
+  await redis?.quit()
+}
+
+process.once('SIGINT', shutdown)
+process.once('SIGTERM', shutdown)

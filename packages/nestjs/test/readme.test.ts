@@ -1,0 +1,40 @@
+import { fileURLToPath } from 'node:url'
+import { startReadmeServer } from '@tollgate/test-support/readme-server'
+import ts from 'typescript'
+import { expect, it } from 'vitest'
+
+const packageDir = fileURLToPath(new URL('..', import.meta.url))
+
+it('README opens with a snippet that runs as written: an app whose /login refuses the sixth try', async () => {
+  const origin = await startReadmeServer({
+    packageDir,
+    packageName: '@tollgate/nestjs',
+    fence: 'ts',
+    // Compiled as a project set up as the README says compiles it: Nest's decorators are TypeScript's legacy ones.
+    compile: (snippet) =>
+      ts.transpileModule(snippet, {
+        compilerOptions: { experimentalDecorators: true, module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+      }).outputText,
+  })
+  const statuses: number[] = []
+  let last: Response | undefined
+  for (let i = 0; i < 6; i++) {
+    last = await fetch(`${origin}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'ada' }),
+    })
+    statuses.push(last.status)
+  }
+  expect(statuses).toEqual([200, 200, 200, 200, 200, 429])
+  expect(last?.headers.get('content-type')).toMatch(/^application\/problem\+json/)
+  expect(last?.headers.get('ratelimit-policy')).toBe('"login-60s";q=5;w=60, "login-3600s";q=20;w=3600')
+  expect(last?.headers.get('ratelimit')).toBe('"login-60s";r=0;t=60, "login-3600s";r=15;t=3600')
+  expect(await last?.json()).toMatchObject({ 'violated-policies': ['login-60s'], 'identifier-kinds': ['ip', 'user'] })
+
+  const items = await fetch(`${origin}/items`)
+  expect(items.headers.get('ratelimit-policy')).toBe('"inline:sliding-log:100/1m-60s";q=100;w=60')
+  const health = await fetch(`${origin}/health`)
+  expect(health.status).toBe(200)
+  expect(health.headers.get('ratelimit')).toBeNull()
+})
