@@ -90,14 +90,74 @@ describe('tollgate top and watch', () => {
     await close()
   })
 
-  it('says so when nothing was recorded, and refuses bad options as usage errors', async () => {
-    const cli = ['--redis', url, '--prefix', cliPrefix('empty')]
-    const top = await runCli([...cli, 'top'])
-    expect(top.code).toBe(0)
-    expect(top.stdout).toContain('no refusals recorded in the last 5m')
+  // Regression: in a fleet's first 10 s, before any process had written its list of refused
+  // identifiers, top asked whether the processes call shareFleetStats while they did.
+  it('waits for the first report while the processes count refusals, and asks about shareFleetStats only when nothing came', async () => {
+    const prefix = cliPrefix('first-report')
+    // Ten seconds ago, so that the list written once the clock has moved 10 s is not ahead of top's.
+    const clock = new ManualClock(Date.now() - 10_000)
+    const limiter = createLimiter({ rules, store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }) })
+    const stats = shareFleetStats(limiter, { client, prefix, flushIntervalMs: 60_000, clock: clock.now })
+    for (let i = 0; i < 8; i++) await limiter.consume('login', 'ip:203.0.113.7')
+    // The counts of the second are written; the list of who was refused is due 10 s after the start.
+    await stats.flush()
+    const waiting = await runCli(['--redis', url, '--prefix', prefix, 'top'])
+    expect(waiting.code, waiting.stderr).toBe(0)
+    expect(waiting.stdout).toBe(
+      'waiting for the first report of refused identifiers: the fleet counted 3 refusals in the last 5m, and each process reports who it refused every 10s (shareFleetStats topIntervalMs); run it again in 10s\n',
+    )
+    const json = await runCli(['--redis', url, '--prefix', prefix, '--json', 'top'])
+    expect(JSON.parse(json.stdout)).toEqual({ sinceMs: 300_000, refused: [] })
+
+    // Once the interval has passed, the list is there.
+    clock.advance(10_000)
+    await stats.flush()
+    const listed = await runCli(['--redis', url, '--prefix', prefix, 'top'])
+    expect(listed.stdout).toMatch(/^rule\s+identifier\s+refusals\nlogin\s+ip:203\.0\.113\.7\s+3\n/)
+    await stats.close()
+    await limiter.close()
+
+    const quiet = cliPrefix('no-refusals')
+    const calm = createLimiter({ rules, store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }) })
+    const calmStats = shareFleetStats(calm, { client, prefix: quiet, flushIntervalMs: 60_000, clock: clock.now })
+    for (let i = 0; i < 4; i++) await calm.consume('login', `ip:198.51.100.${i}`)
+    await calmStats.close()
+    await calm.close()
+    const none = await runCli(['--redis', url, '--prefix', quiet, 'top'])
+    expect(none.stdout).toBe(
+      'no refusals recorded in the last 5m: the processes sharing their stats made 4 decisions in the last 5m, none refused\n',
+    )
+
+    const nothing = cliPrefix('empty')
+    const empty = await runCli(['--redis', url, '--prefix', nothing, 'top', '--since', '10s'])
+    expect(empty.code).toBe(0)
+    expect(empty.stdout).toBe(
+      `no refusals recorded in the last 10s, and no process reported anything under prefix "${nothing}" in the last 12s: do the processes call shareFleetStats(limiter, { client, prefix: "${nothing}" })?\n`,
+    )
+  })
+
+  // Regression: `top --since 5` said "5 is not a duration: use milliseconds as a number".
+  it('takes a bare number of milliseconds for a duration, as everywhere in Tollgate, and refuses bad options as usage errors', async () => {
+    const cli = ['--redis', url, '--prefix', cliPrefix('since')]
+    const bare = await runCli([...cli, '--json', 'top', '--since', '300000'])
+    expect(bare.code, bare.stderr).toBe(0)
+    expect(JSON.parse(bare.stdout)).toEqual({ sinceMs: 300_000, refused: [] })
+    expect(bare.stderr).toBe('')
+    const short = await runCli([...cli, '--json', 'top', '--since', '5'])
+    expect(short.code, short.stderr).toBe(0)
+    expect(JSON.parse(short.stdout).sinceMs).toBe(5)
+    expect(short.stderr).toBe(
+      '--since 5 is 5 ms (a bare number is milliseconds); write 5s or 5m for seconds or minutes\n',
+    )
+
     const since = await runCli([...cli, 'top', '--since', 'soon'])
     expect(since.code).toBe(2)
-    expect(since.stderr).toContain('--since: "soon" is not a duration')
+    expect(since.stderr).toContain(
+      '--since: "soon" is not a duration: use a number and a unit, such as 5m, 90s, 1h or 500ms (units: ms, s, m, h, d, or their names), or a bare number of milliseconds',
+    )
+    const zero = await runCli([...cli, 'top', '--since', '0'])
+    expect(zero.code).toBe(2)
+    expect(zero.stderr).toContain('--since: 0 must be a positive duration')
     const count = await runCli([...cli, 'watch', '--count', '0'])
     expect(count.code).toBe(2)
     expect(count.stderr).toContain('--count must be a positive integer, got 0')

@@ -18,6 +18,8 @@ interface AdapterApp {
   /** A consumer that must type-check, as .mts and as .cts. */
   checkMts: string
   checkCts: string
+  /** A CommonJS app as written without top-level await, when the adapter has a register step to await. */
+  cjsUnawaited?: string
 }
 
 // Three requests, printed as JSON: the third must be refused by the packed adapter and core.
@@ -40,7 +42,7 @@ async function start() {
 const stop = () => new Promise((resolve) => server.close(resolve))
 `
 
-const ADAPTERS: Record<'express' | 'fastify' | 'koa', AdapterApp> = {
+const ADAPTERS: Record<'express' | 'fastify' | 'koa' | 'hono' | 'nestjs', AdapterApp> = {
   express: {
     esm: `import express from 'express'\nimport { rateLimit } from '@tollgate/express'`,
     cjs: `const express = require('express')\nconst { rateLimit } = require('@tollgate/express')`,
@@ -86,6 +88,21 @@ app.get('/', { config: { rateLimit: { rule: 'api', cost: 2 } } }, async (request
 // @ts-expect-error only onRequest and preHandler check: fails if the route config resolves to any
 app.get('/bad', { config: { rateLimit: { hook: 'onSend' } } }, async () => null)
 `,
+    // Regression: routes declared after a register CommonJS code cannot await went unlimited.
+    cjsUnawaited: `const Fastify = require('fastify')
+const app = Fastify()
+app.register(require('@tollgate/fastify'), { windows: [{ limit: 2, period: '1m' }] })
+app.get('/', async () => 'ok')
+app.ready().then(async () => {
+  const answers = []
+  for (let i = 0; i < 3; i++) {
+    const response = await app.inject({ method: 'GET', url: '/' })
+    answers.push([response.statusCode, response.headers.ratelimit ?? null])
+  }
+  await app.close()
+  process.stdout.write(JSON.stringify(answers))
+})
+`,
     checkCts: `import { tollgate } from '@tollgate/fastify'
 import { fastify } from 'fastify'
 export async function build() {
@@ -119,6 +136,93 @@ new Koa().use(limit)
 tollgate.rateLimit({ windows: [{ limit: '2', period: '1m' }] })
 `,
   },
+  hono: {
+    esm: `import { Hono } from 'hono'\nimport { rateLimit } from '@tollgate/hono'`,
+    cjs: `const { Hono } = require('hono')\nconst { rateLimit } = require('@tollgate/hono')`,
+    // Hono's own in-process requests, with no server: the address comes from getConnInfo, as on
+    // a runtime other than Node.
+    body: `
+const app = new Hono()
+app.use(rateLimit({ windows: [{ limit: 2, period: '1m' }], getConnInfo: () => ({ remote: { address: '203.0.113.7' } }) }))
+app.get('/', (c) => c.text('ok'))
+async function start() {
+  return async () => (await app.request('/')).status
+}
+const stop = async () => {}
+`,
+    checkMts: `import { Hono } from 'hono'
+import { type RateLimitMiddleware, rateLimit } from '@tollgate/hono'
+const limit: RateLimitMiddleware = rateLimit({ windows: [{ limit: 2, period: '1m' }] })
+const app = new Hono()
+app.use(limit)
+app.get('/', (c) => c.json({ remaining: c.get('rateLimit')?.windows[0]?.remaining ?? null }))
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+rateLimit({ windows: [{ limit: '2', period: '1m' }] })
+`,
+    checkCts: `import hono = require('hono')
+import tollgate = require('@tollgate/hono')
+const limit: tollgate.RateLimitMiddleware = tollgate.rateLimit({ windows: [{ limit: 2, period: '1m' }] })
+const app = new hono.Hono()
+app.use(limit)
+app.get('/', (c) => c.json({ reason: c.get('rateLimit')?.reason ?? null }))
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+tollgate.rateLimit({ windows: [{ limit: '2', period: '1m' }] })
+`,
+  },
+  nestjs: {
+    esm: `import { Controller, Get, Module } from '@nestjs/common'
+import { APP_GUARD, NestFactory } from '@nestjs/core'
+import { TollgateGuard, TollgateModule } from '@tollgate/nestjs'`,
+    cjs: `const { Controller, Get, Module } = require('@nestjs/common')
+const { APP_GUARD, NestFactory } = require('@nestjs/core')
+const { TollgateGuard, TollgateModule } = require('@tollgate/nestjs')`,
+    // Decorators applied as TypeScript applies them: the scripts are JavaScript.
+    body: `
+class Items {
+  list() { return 'ok' }
+}
+Get()(Items.prototype, 'list', Object.getOwnPropertyDescriptor(Items.prototype, 'list'))
+Controller()(Items)
+class App {}
+Module({
+  imports: [TollgateModule.forRoot({ windows: [{ limit: 2, period: '1m' }] })],
+  controllers: [Items],
+  providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
+})(App)
+let app
+async function start() {
+  app = await NestFactory.create(App, { logger: false })
+  await app.listen(0, '127.0.0.1')
+  const { port } = app.getHttpServer().address()
+  return async () => (await fetch('http://127.0.0.1:' + port + '/')).status
+}
+const stop = () => app.close()
+`,
+    // Decorators called as functions: the check compiles without experimentalDecorators.
+    checkMts: `import { APP_GUARD } from '@nestjs/core'
+import { type Decision, RateLimit, SkipRateLimit, TollgateGuard, TollgateModule } from '@tollgate/nestjs'
+export const imports = [TollgateModule.forRoot({ windows: [{ limit: 2, period: '1m' }] })]
+export const providers = [{ provide: APP_GUARD, useClass: TollgateGuard }]
+export const perPlan: MethodDecorator = RateLimit((req: { headers: { 'x-plan'?: string | string[] } }) =>
+  req.headers['x-plan'] === 'pro' ? 'api.pro' : 'api.free',
+)
+export const open: ClassDecorator = SkipRateLimit()
+export const left = (decision: Decision | undefined) => decision?.windows[0]?.remaining
+// @ts-expect-error limit is a number: fails if the declarations resolve to any
+TollgateModule.forRoot({ windows: [{ limit: '2', period: '1m' }] })
+`,
+    checkCts: `import core = require('@nestjs/core')
+import tollgate = require('@tollgate/nestjs')
+export const module = tollgate.TollgateModule.forRootAsync({
+  inject: ['LIMITER'],
+  useFactory: (limiter: import('@tollgate/core').Limiter) => ({ limiter, rule: 'api' }),
+})
+export const providers = [{ provide: core.APP_GUARD, useClass: tollgate.TollgateGuard }]
+export const upload: MethodDecorator = tollgate.RateLimit({ rule: 'upload', cost: 2 })
+// @ts-expect-error cost is a number or a function: fails if the declarations resolve to any
+tollgate.RateLimit({ rule: 'upload', cost: 'two' })
+`,
+  },
 }
 
 describe.each(Object.entries(ADAPTERS))('@tollgate/%s as installed from the registry', (name, adapter) => {
@@ -145,6 +249,7 @@ describe.each(Object.entries(ADAPTERS))('@tollgate/%s as installed from the regi
     await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }))
     await writeFile(join(app, 'app.mjs'), `${adapter.esm}\n${adapter.body}\n${REQUESTS}`)
     await writeFile(join(app, 'app.cjs'), `${adapter.cjs}\n${adapter.body}\n;(async () => {\n${REQUESTS}\n})()`)
+    if (adapter.cjsUnawaited) await writeFile(join(app, 'unawaited.cjs'), adapter.cjsUnawaited)
     await writeFile(join(app, 'check.mts'), adapter.checkMts)
     await writeFile(join(app, 'check.cts'), adapter.checkCts)
   })
@@ -167,6 +272,19 @@ describe.each(Object.entries(ADAPTERS))('@tollgate/%s as installed from the regi
     expect(esm).toEqual([200, 200, 429])
     expect(cjs).toEqual(esm)
   })
+
+  if (adapter.cjsUnawaited) {
+    it('limits the routes a CommonJS app declares after a register it does not await', async () => {
+      const { stdout } = await runCommand(process.execPath, ['unawaited.cjs'], { cwd: app, timeoutMs: 30_000 })
+      const answers = JSON.parse(stdout) as Array<[number, string | null]>
+      expect(answers.map(([status]) => status)).toEqual([200, 200, 429])
+      expect(answers.map(([, header]) => header)).toEqual([
+        expect.stringMatching(/^"inline:sliding-log:2\/1m-60s";r=1;t=\d+$/),
+        expect.stringMatching(/^"inline:sliding-log:2\/1m-60s";r=0;t=\d+$/),
+        expect.stringMatching(/^"inline:sliding-log:2\/1m-60s";r=0;t=\d+$/),
+      ])
+    })
+  }
 
   // One program holding both the ESM and the CJS declarations, as an ESM app with one CommonJS
   // file has. Regression: @tollgate/fastify's index.d.ts and index.d.cts each declared the Fastify

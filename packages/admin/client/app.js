@@ -71,9 +71,45 @@ function Staleness({ stale }) {
   </p>`
 }
 
+/** Posts a reset with the token, and says what came of it as `{ ok, text }`. */
+async function sendReset(token, body, snapshot) {
+  try {
+    const response = await fetch('./reset', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+      body: JSON.stringify(body),
+    })
+    const answer = await response.json().catch(() => ({}))
+    if (!response.ok) return { ok: false, text: `Refused (${response.status}): ${answer.error ?? response.statusText}` }
+    const keys = `${answer.keyCount} key${answer.keyCount === 1 ? '' : 's'}`
+    if (answer.existed > 0) {
+      return {
+        ok: true,
+        text: `Reset ${answer.identifier} in ${answer.rule}: ${answer.existed} of ${keys} held state.`,
+      }
+    }
+    return {
+      ok: false,
+      text: `Nothing to reset: no key of ${answer.identifier} in ${answer.rule} held state (0 of ${keys}).${maskedHint(body, snapshot)}`,
+    }
+  } catch (error) {
+    return { ok: false, text: `Failed: ${error.message}` }
+  }
+}
+
+/** A masked identifier typed in names no one: say how to reset the offender it stands for. */
+function maskedHint(body, snapshot) {
+  if (snapshot.identifiersShown || body.identifier === undefined) return ''
+  const listed = (snapshot.top ?? []).some((entry) => entry.identifier === body.identifier)
+  if (!listed && !/(\*|#[0-9a-f]{8})$/.test(body.identifier)) return ''
+  return ' That is an identifier as the page masks it: reset a top offender with the Reset button of its row.'
+}
+
 function App() {
   const [snapshot, status, stale] = useSnapshot()
   const [target, setTarget] = useState({ rule: '', identifier: '' })
+  // The token lives in this state only: never in the URL, never in storage.
+  const [token, setToken] = useState('')
   if (snapshot === undefined) return html`<p class="muted">Connecting…</p><${Staleness} stale=${stale} />`
   const last = snapshot.seconds?.at(-1)
   return html`
@@ -97,7 +133,7 @@ function App() {
     </section>
     <section class="card">
       <h2>Top offenders <span class="muted">last 5 minutes</span></h2>
-      <${TopOffenders} snapshot=${snapshot} onPick=${setTarget} />
+      <${TopOffenders} snapshot=${snapshot} onPick=${setTarget} token=${token} />
     </section>
     <section class="card">
       <h2>Processes</h2>
@@ -109,7 +145,7 @@ function App() {
     </section>
     <section class="card wide">
       <h2>Reset an identifier</h2>
-      <${ResetForm} snapshot=${snapshot} target=${target} setTarget=${setTarget} />
+      <${ResetForm} snapshot=${snapshot} target=${target} setTarget=${setTarget} token=${token} setToken=${setToken} />
     </section>
   `
 }
@@ -176,26 +212,39 @@ function Refusals({ refusals }) {
   </table>`
 }
 
-function TopOffenders({ snapshot, onPick }) {
-  const { top = [], identifiersShown } = snapshot
+/** Each row of a view that allows resets has a Reset button, which sends the row's handle: the view resets the identifier it masked. */
+function TopOffenders({ snapshot, onPick, token }) {
+  const { top = [], identifiersShown, resets } = snapshot
+  const [result, setResult] = useState(undefined)
+  const resetRow = async (event, entry) => {
+    event.stopPropagation()
+    if (token === '') {
+      setResult({ ok: false, text: "Enter the view's token in the reset form first." })
+      return
+    }
+    setResult({ pending: true, text: 'Resetting…' })
+    setResult(await sendReset(token, { handle: entry.handle }, snapshot))
+  }
   const note = identifiersShown
     ? html`<p class="muted">Click a row to fill in the reset form.</p>`
-    : html`<p class="muted">Identifiers are masked; start the view with identifiers shown to see them.</p>`
+    : html`<p class="muted">Identifiers are masked; start the view with identifiers shown to see them.${resets ? ' Reset sends the row, not its identifier: the view resets the one it masked.' : ''}</p>`
   if (top.length === 0) return html`<p class="muted">No identifier refused in the last 5 minutes.</p>${note}`
   return html`<table id="top">
-      <thead><tr><th>rule</th><th>identifier</th><th class="n">refusals</th></tr></thead>
+      <thead><tr><th>rule</th><th>identifier</th><th class="n">refusals</th>${resets ? html`<th></th>` : ''}</tr></thead>
       <tbody>
         ${top.map(
           (entry, i) => html`<tr
-            key=${i}
+            key=${entry.handle ?? i}
             class=${identifiersShown ? 'pick' : ''}
             onClick=${identifiersShown ? () => onPick({ rule: entry.rule, identifier: entry.identifier }) : undefined}
           >
             <td>${entry.rule}</td><td><code>${entry.identifier}</code></td><td class="n">${count.format(entry.refusals)}</td>
+            ${resets ? html`<td><button type="button" class="row-reset" disabled=${!entry.handle} onClick=${(event) => resetRow(event, entry)}>Reset</button></td>` : ''}
           </tr>`,
         )}
       </tbody>
     </table>
+    ${result ? html`<output id="offender-reset-result" class=${result.ok ? 'ok' : result.pending ? 'muted' : 'warn'}>${result.text}</output>` : ''}
     ${note}`
 }
 
@@ -228,9 +277,7 @@ function Rules({ rules }) {
   </dl>`
 }
 
-/** The token lives in this component's state only: never in the URL, never in storage. */
-function ResetForm({ snapshot, target, setTarget }) {
-  const [token, setToken] = useState('')
+function ResetForm({ snapshot, target, setTarget, token, setToken }) {
   const [result, setResult] = useState(undefined)
   if (!snapshot.resets) {
     return html`<p class="muted" id="read-only">Read-only: start the view with a token to reset identifiers.</p>`
@@ -238,21 +285,7 @@ function ResetForm({ snapshot, target, setTarget }) {
   const submit = async (event) => {
     event.preventDefault()
     setResult({ pending: true, text: 'Resetting…' })
-    try {
-      const response = await fetch('./reset', {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
-        body: JSON.stringify(target),
-      })
-      const body = await response.json().catch(() => ({}))
-      setResult(
-        response.ok
-          ? { ok: true, text: `Reset ${body.identifier} in ${body.rule}.` }
-          : { ok: false, text: `Refused (${response.status}): ${body.error ?? response.statusText}` },
-      )
-    } catch (error) {
-      setResult({ ok: false, text: `Failed: ${error.message}` })
-    }
+    setResult(await sendReset(token, target, snapshot))
   }
   return html`<form class="reset" onSubmit=${submit}>
     <label>rule

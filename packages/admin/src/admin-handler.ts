@@ -3,6 +3,7 @@ import { readSnapshot } from './fleet-snapshot.js'
 import { identifierMask } from './identifier-mask.js'
 import { answerReset, json } from './identifier-reset.js'
 import { LiveStream } from './live-stream.js'
+import { OffenderHandles } from './offender-handles.js'
 import { type AdminConfig, type AdminOptions, adminConfigOf } from './options.js'
 import { isPageFile, sendPageFile } from './page-files.js'
 import { RulesInForce } from './rules-in-force.js'
@@ -29,8 +30,10 @@ export function adminHandler(options: AdminOptions): AdminHandler {
 export function handlerOf(config: AdminConfig): AdminHandler {
   const shown = config.showIdentifiers ? (identifier: string) => identifier : identifierMask()
   const rules = new RulesInForce(config)
+  // Only a view that allows resets hands out handles to reset by.
+  const offenders = config.token === undefined ? undefined : new OffenderHandles(config.intervalMs)
   const stream = new LiveStream({
-    read: () => readSnapshot(config, rules, shown),
+    read: () => readSnapshot(config, rules, shown, offenders),
     intervalMs: config.intervalMs,
     maxStreams: config.maxStreams,
     maxBufferedBytes: config.maxBufferedBytes,
@@ -52,7 +55,8 @@ export function handlerOf(config: AdminConfig): AdminHandler {
       if (allows(req, res, 'GET')) stream.open(req, res)
     } else if (path === '/reset') {
       if (allows(req, res, 'POST')) {
-        answerReset(req, res, config.token, rules, shown).catch((error: unknown) => {
+        const handles = offenders && { offenders, now: config.now }
+        answerReset(req, res, config.token, rules, shown, handles).catch((error: unknown) => {
           if (!res.headersSent) json(res, 500, { error: (error as Error).message })
           else res.destroy()
         })

@@ -8,6 +8,7 @@ import {
   readFleetSeconds,
   readTopRefused,
 } from '@tollgate/core'
+import type { OffenderHandles } from './offender-handles.js'
 import type { AdminConfig } from './options.js'
 import type { RulesInForce, RulesView } from './rules-in-force.js'
 
@@ -55,6 +56,15 @@ export interface ProcessView {
   hybrid?: HybridView
 }
 
+/** One of the most refused identifiers, as the page may show it. */
+export interface TopOffenderView extends RefusedIdentifier {
+  /**
+   * What a reset of this offender sends instead of its identifier (`{"handle": …}`), when the
+   * view allows resets: opaque, and resolved by this view only, for offenders it listed lately.
+   */
+  handle?: string
+}
+
 /** What each Server-Sent Event carries, as JSON. */
 export interface AdminSnapshot {
   /** When the view read it (ms). */
@@ -65,7 +75,7 @@ export interface AdminSnapshot {
   /** Rules and windows that refused within that minute, most refusals first. */
   refusals: RefusalsView[]
   /** The most refused identifiers of the last five minutes, heaviest first; masked unless `identifiersShown`. */
-  top: RefusedIdentifier[]
+  top: TopOffenderView[]
   processes: ProcessView[]
   rules: RulesView
   /** Whether identifiers are shown as they are. */
@@ -82,6 +92,8 @@ export async function readSnapshot(
   rules: RulesInForce,
   /** The identifier as the page may show it. */
   shown: (identifier: string) => string,
+  /** Where the offenders' handles come from, when resets are allowed. */
+  handles: OffenderHandles | undefined,
 ): Promise<AdminSnapshot> {
   const { client, prefix, topIntervalMs, flushIntervalMs } = config
   const atMs = config.now()
@@ -104,7 +116,11 @@ export async function readSnapshot(
       ...base,
       seconds: seconds.map(secondView),
       refusals: refusalsOf(seconds),
-      top: top.slice(0, TOP_LIMIT).map((entry) => ({ ...entry, identifier: shown(entry.identifier) })),
+      top: top.slice(0, TOP_LIMIT).map((entry) => ({
+        ...entry,
+        identifier: shown(entry.identifier),
+        ...(handles ? { handle: handles.handleOf(entry.rule, entry.identifier, atMs) } : {}),
+      })),
       processes: processes.map(processView),
       rules: await rulesView,
     }

@@ -16,8 +16,13 @@ import {
   wholeOption,
 } from '@tollgate/core'
 
-/** What the view sends Redis: the fleet-stats readers', LiveRules' and a RedisStore's commands (an ioredis `Redis` or `Cluster`). */
-export type AdminClient = FleetStatsReadClient & LiveRulesClient & RedisClientLike
+/**
+ * What the view sends Redis: the fleet-stats readers', LiveRules' and a RedisStore's commands, and
+ * `EXISTS` to tell whether a reset found state (an ioredis `Redis` or `Cluster`).
+ */
+export type AdminClient = FleetStatsReadClient &
+  LiveRulesClient &
+  RedisClientLike & { exists(key: string): Promise<number> }
 
 export interface AdminOptions {
   /** An ioredis client (`Redis` or `Cluster`) on the fleet's Redis; never closed by the view. */

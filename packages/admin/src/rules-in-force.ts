@@ -24,12 +24,21 @@ export interface RulesView {
  * goes through a limiter on these rules and a RedisStore with the fleet's prefix, so that it
  * forgets the keys the fleet's decisions use, whatever shape a published override gave the rule.
  */
+/** What a reset found: how many of the keys it forgot held state. */
+export interface ResetOutcome {
+  existed: number
+  keyCount: number
+}
+
 export class RulesInForce {
   private readonly live: LiveRules
   private readonly limiter: Limiter<string>
+  private readonly store: RedisStore
+  private readonly client: AdminConfig['client']
 
   constructor(config: AdminConfig) {
     const { client, prefix, rules, onWarning } = config
+    this.client = client
     this.live = new LiveRules({
       client,
       defaults: Object.keys(rules).length > 0 ? rules : { [STAND_IN]: { windows: [{ limit: 1, period: '1s' }] } },
@@ -38,7 +47,8 @@ export class RulesInForce {
       nudges: false,
       ...(onWarning ? { onWarning } : {}),
     })
-    this.limiter = createLimiter({ rules: this.live, store: new RedisStore({ client, prefix }) })
+    this.store = new RedisStore({ client, prefix })
+    this.limiter = createLimiter({ rules: this.live, store: this.store })
   }
 
   /** Reads the epoch (one GET; the rules changed since, when it moved). Never rejects: a failed read shows as `stale`. */
@@ -57,13 +67,29 @@ export class RulesInForce {
     return rule !== STAND_IN && this.limiter.rules.has(rule)
   }
 
-  /** Forgets the identifier's state in the rule's own windows (its parents keep theirs). */
-  reset(rule: string, identifier: string): Promise<void> {
-    return this.limiter.reset(rule, identifier)
+  /**
+   * Forgets the identifier's state in the rule's own windows (its parents keep theirs), and says
+   * how many of its keys held any, as `tollgate reset` does: a reset of an identifier no process
+   * counted (a mistyped one, or one masked as the page shows it) finds none.
+   */
+  async reset(rule: string, identifier: string): Promise<ResetOutcome> {
+    const resolved = this.limiter.rules.get(rule)
+    if (resolved === undefined) throw new Error(`no rule ${JSON.stringify(rule)} is in force`)
+    const { stateName, algorithm, windows } = resolved
+    const keys = [this.store.keyOf({ rule: stateName, algorithm, windows, identifier })]
+    const existed = await countExisting(this.client, keys)
+    await this.limiter.reset(rule, identifier)
+    return { existed, keyCount: keys.length }
   }
 
   async close(): Promise<void> {
     await this.limiter.close()
     await this.live.close()
   }
+}
+
+/** One EXISTS per key: on a Cluster, the keys of several identifiers may sit in several slots. */
+async function countExisting(client: AdminConfig['client'], keys: readonly string[]): Promise<number> {
+  const found = await Promise.all(keys.map((key) => client.exists(key)))
+  return found.reduce((sum, n) => sum + n, 0)
 }

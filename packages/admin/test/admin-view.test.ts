@@ -176,11 +176,119 @@ describe('resets', () => {
       { Authorization: `Bearer ${TOKEN}` },
     )
     expect(response.status).toBe(200)
-    expect(await response.json()).toEqual({ reset: true, rule: 'login', identifier: 'ip:203.0.113.*' })
+    expect(await response.json()).toEqual({
+      reset: true,
+      rule: 'login',
+      identifier: 'ip:203.0.113.*',
+      existed: 1,
+      keyCount: 1,
+    })
     // The process held Redis's refusal (its refusal cache) and keeps it for up to maxHoldMs.
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(false)
     clock.advance(1_000)
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
+  })
+
+  // Regression: an identifier copied from the top offenders table (masked) was reset as it was
+  // typed, which names no one, and the page said "Reset ip:#9a75bcb8 in auth.login".
+  it('says how many keys held state: none for an identifier no process counted, such as a masked one', async () => {
+    const prefix = `admin${prefixes++}:`
+    const limiter = redisProcess(prefix, new ManualClock(T0))
+    for (let i = 0; i < 5; i++) await limiter.consume('login', 'ip:203.0.113.7')
+    const server = await serve({ prefix, rules, token: TOKEN })
+    const response = await post(
+      server,
+      { rule: 'login', identifier: 'ip:203.0.113.*' },
+      { Authorization: `Bearer ${TOKEN}` },
+    )
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({
+      reset: true,
+      rule: 'login',
+      identifier: expect.stringMatching(/^ip:#[0-9a-f]{8}$/),
+      existed: 0,
+      keyCount: 1,
+    })
+    expect((await limiter.peek('login', 'ip:203.0.113.7')).allowed).toBe(false)
+  })
+
+  /** A RedisStore process that refused `ip:203.0.113.7` on login, with its list of refused identifiers written. */
+  async function refusedOffender(prefix: string, clock: ManualClock) {
+    const limiter = redisProcess(prefix, clock)
+    const stats = shareFleetStats(limiter, { client: redis(), prefix, flushIntervalMs: 60_000, clock: clock.now })
+    opened.push(stats)
+    for (let i = 0; i < 8; i++) await limiter.consume('login', 'ip:203.0.113.7')
+    // The lists of refused identifiers are written topIntervalMs (10 s) after the last ones.
+    clock.advance(10_000)
+    await stats.flush()
+    return limiter
+  }
+
+  it('resets a masked top offender by the handle of its row, which tells nothing of the identifier', async () => {
+    const prefix = `admin${prefixes++}:`
+    const clock = new ManualClock(T0)
+    const limiter = await refusedOffender(prefix, clock)
+    expect((await limiter.peek('login', 'ip:203.0.113.7')).allowed).toBe(false)
+    const server = await serve({ prefix, rules, token: TOKEN, clock: () => clock.now() + 2_000 })
+    const listed = await (await events(server)).until('the offender is listed', (event) => event.top.length === 1)
+    const [offender] = listed.top
+    expect(offender).toEqual({
+      rule: 'login',
+      identifier: 'ip:203.0.113.*',
+      refusals: 3,
+      handle: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/),
+    })
+    expect(JSON.stringify(listed)).not.toContain('203.0.113.7')
+
+    const response = await post(server, { handle: offender?.handle }, { Authorization: `Bearer ${TOKEN}` })
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({
+      reset: true,
+      rule: 'login',
+      identifier: 'ip:203.0.113.*',
+      existed: 1,
+      keyCount: 1,
+    })
+    // Past the hold of the refusal the process answered the peek with.
+    clock.advance(1_000)
+    expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
+  })
+
+  it('resolves only handles it listed lately: never one a client made, one of another view, or one gone from the list', async () => {
+    const prefix = `admin${prefixes++}:`
+    const clock = new ManualClock(T0)
+    const limiter = await refusedOffender(prefix, clock)
+    const viewClock = () => clock.now() + 2_000
+    const server = await serve({ prefix, rules, token: TOKEN, clock: viewClock })
+    const other = await serve({ prefix, rules, token: TOKEN, clock: viewClock })
+    const authorization = { Authorization: `Bearer ${TOKEN}` }
+    const [offender] = (await (await events(server)).until('listed', (event) => event.top.length === 1)).top
+    const [elsewhere] = (await (await events(other)).until('listed', (event) => event.top.length === 1)).top
+    // Each view keys its handles with a secret of its own.
+    expect(elsewhere?.handle).not.toBe(offender?.handle)
+
+    const made = await post(server, { handle: 'AAAAAAAAAAAAAAAAAAAAAA' }, authorization)
+    expect(made.status).toBe(404)
+    expect(await errorOf(made)).toBe(
+      'no offender this view listed lately has this handle: reset it by rule and identifier',
+    )
+    const mixed = await post(server, { handle: offender?.handle, identifier: 'ip:198.51.100.1' }, authorization)
+    expect(mixed.status).toBe(400)
+    expect((await post(server, { handle: offender?.handle }, {})).status).toBe(403)
+    expect((await limiter.peek('login', 'ip:203.0.113.7')).allowed).toBe(false)
+    // Six minutes on, the offender is out of the five minutes listed, and its handle is forgotten.
+    clock.advance(6 * 60_000)
+    await (await events(server)).until('the list is empty', (event) => event.top.length === 0)
+    expect((await post(server, { handle: offender?.handle }, authorization)).status).toBe(404)
+  })
+
+  it('gives no handles on a read-only view', async () => {
+    const prefix = `admin${prefixes++}:`
+    const clock = new ManualClock(T0)
+    await refusedOffender(prefix, clock)
+    const server = await serve({ prefix, rules, clock: () => clock.now() + 2_000 })
+    const [offender] = (await (await events(server)).until('listed', (event) => event.top.length === 1)).top
+    expect(offender).toEqual({ rule: 'login', identifier: 'ip:203.0.113.*', refusals: 3 })
   })
 
   it('reaches a process on a HybridStore at its next sync', async () => {

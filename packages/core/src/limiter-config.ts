@@ -2,6 +2,7 @@ import { type BreakerSettings, breakerSettingsOf, type CircuitBreakerOptions } f
 import type { CallSettings } from './decision-options.js'
 import type { PlanDefaults } from './decision-plan.js'
 import { describeValue, TollgateConfigError } from './errors.js'
+import { LIMITER_FOREIGN_OPTIONS } from './foreign-options.js'
 import type { LiveRules } from './live-rules/live-rules.js'
 import { LiveRuleSet } from './live-rules/rule-set.js'
 import { type LiveRulesSource, liveSourceOf } from './live-rules/source.js'
@@ -134,7 +135,10 @@ const OPTION_KEYS = optionKeys<LimiterOptions>({
 const DEFAULT_STORE_TIMEOUT_MS = 100
 
 export function limiterConfigOf(raw: unknown): LimiterConfig {
-  const options = checkOptionsObject(raw, OPTION_KEYS, 'createLimiter options', { shape: '{ rules }' })
+  const options = checkOptionsObject(raw, OPTION_KEYS, 'createLimiter options', {
+    shape: '{ rules }',
+    foreign: LIMITER_FOREIGN_OPTIONS,
+  })
   const { store, onWarning = processWarning, dryRun = false, random = Math.random } = options
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)

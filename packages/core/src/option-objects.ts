@@ -1,4 +1,5 @@
 import { describeValue, TollgateConfigError } from './errors.js'
+import type { ForeignOptions } from './foreign-options.js'
 
 /**
  * The keys an options type `T` takes, listed once. Built by `optionKeys`, whose argument must name
@@ -21,6 +22,11 @@ export interface OptionsObjectCheck {
   Failure?: new (
     message: string,
   ) => Error
+  /**
+   * Other rate limiters' options that people moving from them put here, each with the sentence
+   * that names the Tollgate option replacing it: said instead of the list of known options.
+   */
+  foreign?: ForeignOptions
 }
 
 /**
@@ -31,12 +37,12 @@ export function checkOptionsObject<T>(
   raw: unknown,
   keys: OptionKeys<T>,
   where: string,
-  { shape, Failure = TollgateConfigError }: OptionsObjectCheck = {},
+  { shape, Failure = TollgateConfigError, foreign }: OptionsObjectCheck = {},
 ): { readonly [K in keyof T]?: unknown } {
   if (!isPlainObject(raw)) {
     throw new Failure(`${where} must be an object${shape ? ` ${shape}` : ''}, got ${describeValue(raw)}`)
   }
-  rejectUnknownKeys(raw, keys, where, Failure)
+  rejectUnknownKeys(raw, keys, where, Failure, foreign)
   return raw as { readonly [K in keyof T]?: unknown }
 }
 
@@ -45,13 +51,15 @@ export function rejectUnknownKeys(
   known: ReadonlySet<string>,
   where: string,
   Failure: new (message: string) => Error = TollgateConfigError,
+  foreign?: ForeignOptions,
 ): void {
   for (const key of Object.keys(raw)) {
-    if (!known.has(key)) {
-      throw new Failure(
-        `${where}: unknown option '${key}'; known options are ${[...known].map((k) => `'${k}'`).join(', ')}`,
-      )
-    }
+    if (known.has(key)) continue
+    const replacement = foreign?.get(key)
+    if (replacement !== undefined) throw new Failure(`${where}: unknown option '${key}': ${replacement}`)
+    throw new Failure(
+      `${where}: unknown option '${key}'; known options are ${[...known].map((k) => `'${k}'`).join(', ')}`,
+    )
   }
 }
 

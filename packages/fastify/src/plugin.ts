@@ -1,5 +1,5 @@
 import { createRateLimit, createRouteRateLimit, type RateLimit, TollgateConfigError } from '@tollgate/core'
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import type { FastifyContextConfig, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import {
   checkedGlobal,
@@ -66,26 +66,31 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
     },
   })
 
-  // onRoute sees only routes added after this plugin loaded: hence `await app.register(tollgate)`.
-  const seen = new Set<string>()
-  if (fastify.printRoutes() !== EMPTY_ROUTER) {
-    const { onWarning } = rateLimitOptions
-    const warn = typeof onWarning === 'function' ? onWarning : emitWarning
-    fastify.addHook('onRequest', unlimitedRouteWarning(seen, limitEveryRoute, warn))
-  }
-  fastify.addHook('onRoute', (routeOptions) => {
-    const routeId = `${[routeOptions.method].flat().join(',')} ${routeOptions.url}`
-    seen.add(routeId)
-    const route = routeOptions.config?.rateLimit
-    if (route === false || (route === undefined && !limitEveryRoute)) return
-    let chosen: RouteLimit
+  /** The limit a route's config asks for: undefined for none. */
+  function chosenLimit(route: RouteRateLimitOptions | false | undefined, routeId: string): RouteLimit | undefined {
+    if (route === false || (route === undefined && !limitEveryRoute)) return undefined
     try {
-      chosen = route === undefined ? (pluginLimit as RouteLimit) : routeLimit(route, routeId)
+      return route === undefined ? pluginLimit : routeLimit(route, routeId)
     } catch (error) {
       if (!(error instanceof TollgateConfigError)) throw error
       throw new TollgateConfigError(`route ${routeId}: ${error.message}`)
     }
-    appendHook(routeOptions, chosen)
+  }
+
+  // Routes added before this plugin loaded (a register not awaited, as CommonJS apps write it)
+  // never reach onRoute: app-wide hooks limit them instead. Added only when such routes exist.
+  if (fastify.printRoutes() !== EMPTY_ROUTER) {
+    const earlyRoutes = new WeakMap<object, RouteLimit | null>()
+    for (const hookName of HOOK_NAMES) {
+      fastify.addHook(hookName, earlyRouteHook(hookName, earlyRoutes, chosenLimit))
+    }
+  }
+  fastify.addHook('onRoute', (routeOptions) => {
+    const config: HookedConfig = { ...routeOptions.config, [HOOKED]: true }
+    routeOptions.config = config
+    const routeId = `${[routeOptions.method].flat().join(',')} ${routeOptions.url}`
+    const chosen = chosenLimit(config.rateLimit, routeId)
+    if (chosen) appendHook(routeOptions, chosen)
   })
 
   fastify.addHook('onClose', async () => {
@@ -96,36 +101,46 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
 /** What `printRoutes` says of a router without routes. */
 const EMPTY_ROUTER = '(empty tree)'
 
-const emitWarning = (message: string, code: string) => process.emitWarning(message, { code })
+const HOOK_NAMES: readonly RateLimitHookName[] = ['onRequest', 'preHandler']
+
+/** Set on the config of every route `onRoute` saw, which then carries its limit in its own hooks. */
+const HOOKED = Symbol('tollgate: limited by its own hooks')
+
+type HookedConfig = FastifyContextConfig & { [HOOKED]?: true }
 
 /**
- * Routes added before the plugin loaded (`app.register(tollgate, …)` not awaited, then
- * `app.get(…)` in the same tick) never reach `onRoute`, so they would go unlimited without a
- * word. Fastify lists no routes, but hooks added now still apply to them: on its first request,
- * each route the limit should cover and `onRoute` never saw is named once (`TG_ROUTE_NOT_LIMITED`).
- * Added only when routes existed as the plugin loaded, so that an app which awaits pays nothing.
+ * The app-wide hook that limits routes added before the plugin loaded: `app.register(tollgate, …)`
+ * not awaited, then `app.get(…)` in the same tick, as CommonJS code without top-level await has
+ * it. Fastify showed those routes to no `onRoute` hook of ours, but gathers each route's hooks at
+ * `ready`, so app-wide hooks added now apply to them. The route's config is read at its first
+ * request (Fastify lists no routes); a route whose config is wrong fails its requests through
+ * Fastify's error handler, since it was added before any check could run.
  */
-function unlimitedRouteWarning(
-  seen: ReadonlySet<string>,
-  limitEveryRoute: boolean,
-  warn: (message: string, code: string) => void,
-) {
-  const checked = new WeakSet<object>()
-  return (request: FastifyRequest, _reply: FastifyReply, done: () => void) => {
-    const config = request.routeOptions.config
-    if (!checked.has(config)) {
-      checked.add(config)
-      const { url, method, rateLimit } = config
-      const routeId = `${[method].flat().join(',')} ${url}`
-      const covered = rateLimit !== false && (rateLimit !== undefined || limitEveryRoute)
-      if (url !== undefined && covered && !seen.has(routeId)) {
-        warn(
-          `route ${routeId} was added before @tollgate/fastify loaded, so it is not limited: await app.register(tollgate, …) before adding routes`,
-          'TG_ROUTE_NOT_LIMITED',
-        )
-      }
+function earlyRouteHook(
+  hookName: RateLimitHookName,
+  earlyRoutes: WeakMap<object, RouteLimit | null>,
+  chosenLimit: (route: RouteRateLimitOptions | false | undefined, routeId: string) => RouteLimit | undefined,
+): RateLimitHook {
+  // Named, for `printRoutes({ includeHooks: true })`.
+  return function limitEarlyRoute(request, reply, done) {
+    const config: FastifyRequest['routeOptions']['config'] & HookedConfig = request.routeOptions.config
+    // The not-found handler (no url) is not a route; a hooked route has its limit already.
+    if (config[HOOKED] === true || config.url === undefined) {
+      done()
+      return
     }
-    done()
+    let chosen = earlyRoutes.get(config)
+    if (chosen === undefined) {
+      try {
+        chosen = chosenLimit(config.rateLimit, `${[config.method].flat().join(',')} ${config.url}`) ?? null
+      } catch (error) {
+        done(error as Error)
+        return
+      }
+      earlyRoutes.set(config, chosen)
+    }
+    if (chosen === null || chosen.hook !== hookName) done()
+    else chosen.run(request, reply, done)
   }
 }
 

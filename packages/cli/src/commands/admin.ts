@@ -2,9 +2,9 @@ import { once } from 'node:events'
 import { type AdminServerOptions, startAdminServer } from '@tollgate/admin'
 import { loadRules } from '@tollgate/core'
 import type { CommandModule } from '../command.js'
+import { durationOption } from '../duration-option.js'
 import { usageError } from '../errors.js'
 import type { Session } from '../session.js'
-import { durationOption } from './top.js'
 
 /** `tollgate admin --json`: printed once the view listens. */
 export interface AdminResult {
@@ -39,6 +39,7 @@ export const admin: CommandModule = {
             throw usageError(`--port must be a port number from 0 to 65535, got ${options.port}`)
           }
           const token = options.token ?? session.io.env.TOLLGATE_ADMIN_TOKEN
+          const note = (text: string) => session.out.note(text)
           const { client } = await session.redis()
           const serverOptions: AdminServerOptions = {
             client,
@@ -46,8 +47,8 @@ export const admin: CommandModule = {
             host: options.host ?? '127.0.0.1',
             prefix: session.options.prefix,
             showIdentifiers: options.showIdentifiers === true,
-            flushIntervalMs: durationOption('--flush-interval', options.flushInterval ?? '1s'),
-            topIntervalMs: durationOption('--top-interval', options.topInterval ?? '10s'),
+            flushIntervalMs: durationOption('--flush-interval', options.flushInterval ?? '1s', note),
+            topIntervalMs: durationOption('--top-interval', options.topInterval ?? '10s', note),
             ...(token === undefined || token === '' ? {} : { token }),
             ...(session.options.rules === undefined ? {} : { rules: loadRules(session.options.rules) }),
           }

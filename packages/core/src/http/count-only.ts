@@ -6,7 +6,10 @@ import type { RateLimitOptions, ResponseOutcome } from './rate-limit-options.js'
 /**
  * The part of Node's `ServerResponse` that tells how a response ended. Express's `res`,
  * Fastify's `reply.raw` and Koa's `ctx.res` are all one, so the outcome is read the same way
- * whatever the framework, after its error handling has set the status it sends.
+ * whatever the framework, after its error handling has set the status it sends. An adapter with
+ * no Node response hands an object of its own that emits the same events: `@tollgate/hono`'s
+ * emits `finish` with the status Hono's handlers answered with, or `close` alone when the
+ * request's signal aborts first.
  */
 export interface ObservedResponse {
   readonly statusCode: number

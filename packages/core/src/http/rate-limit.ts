@@ -3,6 +3,7 @@ import { consumeNowOf, isThenable, promised } from '../consume-now.js'
 import type { Decision } from '../decision.js'
 import type { DecisionOptions } from '../decision-options.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
+import { MIDDLEWARE_FOREIGN_OPTIONS } from '../foreign-options.js'
 import { createLimiter, type Limiter } from '../limiter.js'
 import { checkOptionsObject, type OptionKeys } from '../option-objects.js'
 import { processWarning } from '../process-warning.js'
@@ -114,7 +115,9 @@ export function createRateLimit<Req>(
   adapterOptions: readonly string[] = [],
 ): RateLimit<Req> {
   const raw: unknown = options
-  checkOptionsObject(raw, knownOptions(adapterOptions), 'rate limit options')
+  checkOptionsObject(raw, knownOptions(adapterOptions), 'rate limit options', {
+    foreign: MIDDLEWARE_FOREIGN_OPTIONS,
+  })
   const onWarning = optionalFunction(options, 'onWarning') ?? processWarning
   const warnOnce = onceEach(onWarning)
   const identify = optionalFunction(options, 'identify')
@@ -441,7 +444,9 @@ export function createRouteRateLimit<Req>(
   adapterOptions: readonly string[] = [],
 ): RateLimit<Req> {
   const raw: unknown = route
-  checkOptionsObject(raw, knownOptions(adapterOptions), 'route rate limit options')
+  checkOptionsObject(raw, knownOptions(adapterOptions), 'route rate limit options', {
+    foreign: MIDDLEWARE_FOREIGN_OPTIONS,
+  })
   const engine = isEngine(base) ? base : undefined
   const inherited: Partial<RateLimitOptions<Req>> = { ...(engine ? engine.options : base) }
   for (const key of LIMITER_SOURCES) delete inherited[key]

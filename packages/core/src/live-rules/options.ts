@@ -1,3 +1,4 @@
+import { clientCloser } from '../client-ownership.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
 import { validatePrefix } from '../keys.js'
 import { checkOptionsObject, optionKeys } from '../option-objects.js'
@@ -8,12 +9,20 @@ import type { LiveRulesClient } from './redis-rules.js'
 
 export interface LiveRulesOptions {
   /**
-   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, never closed
-   * by LiveRules. It reads and publishes through it; with `nudges`, it also opens one
-   * connection of its own, `client.duplicate()`, to hear publishes, closed by `close()`.
-   * @example new Redis(process.env.REDIS_URL)
+   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
+   * LiveRules only with `closeClient`. It reads and publishes through it; with `nudges`, it also
+   * opens one connection of its own, `client.duplicate()`, to hear publishes, closed by `close()`.
+   * @example new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
    */
   client: LiveRulesClient
+  /**
+   * Whether `close()` also closes `client`, with `quit()`, once the read under way is done: for a
+   * client made for these rules alone. A client the store shares stays open until the last of
+   * them closes: give `closeClient: true` to that one (to both, it is closed once).
+   * @default false
+   * @example new LiveRules({ client, defaults, closeClient: true })
+   */
+  closeClient?: boolean
   /**
    * The rules in code, as `createLimiter` takes them (or `loadRules(…)` gives them): what every
    * rule runs without an override, and goes back to when its override is dropped. `{}` for a
@@ -66,6 +75,8 @@ export interface LiveRulesOptions {
 
 export interface LiveRulesConfig {
   readonly client: LiveRulesClient
+  /** What `close()` calls last: quits the client when `closeClient` gave it to LiveRules. */
+  readonly closeClient: (() => Promise<void>) | undefined
   readonly defaults: RulesOptions
   readonly prefix: string
   readonly pollIntervalMs: number
@@ -76,6 +87,7 @@ export interface LiveRulesConfig {
 
 const OPTION_KEYS = optionKeys<LiveRulesOptions>({
   client: true,
+  closeClient: true,
   defaults: true,
   prefix: true,
   pollIntervalMs: true,
@@ -136,6 +148,7 @@ export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
   }
   return {
     client: client as LiveRulesClient,
+    closeClient: clientCloser(options.closeClient, client, 'LiveRules'),
     defaults: defaults as RulesOptions,
     prefix: validatePrefix(prefix),
     pollIntervalMs,

@@ -1,3 +1,4 @@
+import { clientCloser } from '../client-ownership.js'
 import type { Clock } from '../clock.js'
 import { clockOption } from '../clock.js'
 import { describeValue, TollgateConfigError } from '../errors.js'
@@ -52,10 +53,18 @@ export interface HybridLeaseOptions {
 
 export interface HybridStoreOptions {
   /**
-   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`. The store
-   * never closes it.
+   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
+   * the store only with `closeClient`.
    */
   client: RedisClientLike
+  /**
+   * Whether `close()` (and so `limiter.close()`) also closes `client`, with `quit()`, once its
+   * last sync is done: for a client made for this store alone, so that a script ends once its
+   * limiter is closed. Leave it `false` for a client other code still uses.
+   * @default false
+   * @example new HybridStore({ client: new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), closeClient: true })
+   */
+  closeClient?: boolean
   /**
    * Prepended to every key: the keys are a `RedisStore`'s with the same prefix, so that the two
    * share counters. Must not contain `{` or `}`.
@@ -129,6 +138,7 @@ export interface HybridStoreOptions {
 
 const OPTION_KEYS = optionKeys<HybridStoreOptions>({
   client: true,
+  closeClient: true,
   prefix: true,
   syncIntervalMs: true,
   autoSync: true,
@@ -146,6 +156,8 @@ const LEASE_KEYS = optionKeys<HybridLeaseOptions>({ headroom: true, min: true })
 
 export interface HybridConfig {
   readonly client: RedisClientLike
+  /** What `close()` calls last: quits the client when `closeClient` gave it to the store. */
+  readonly closeClient: (() => Promise<void>) | undefined
   readonly prefix: string
   readonly syncIntervalMs: number
   readonly autoSync: boolean
@@ -169,6 +181,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
       `HybridStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
     )
   }
+  const closeClient = clientCloser(raw.closeClient, client, 'HybridStore')
   const prefix = validatePrefix(raw.prefix ?? 'tg:', 'HybridStore')
   const syncIntervalMs = wholeMs(raw.syncIntervalMs ?? 1000, 'syncIntervalMs', 10)
   const autoSync = raw.autoSync ?? true
@@ -235,6 +248,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
   }
   return {
     client,
+    closeClient,
     prefix,
     syncIntervalMs,
     autoSync,

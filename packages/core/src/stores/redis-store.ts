@@ -1,4 +1,5 @@
 import calculateSlot from 'cluster-key-slot'
+import { clientCloser } from '../client-ownership.js'
 import { type Clock, clockOption, timeFrom } from '../clock.js'
 import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
@@ -44,12 +45,21 @@ export interface RedisClientLike {
 
 export interface RedisStoreOptions {
   /**
-   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`. The store
-   * never closes it. It listens to the client's `error` (and `node error`) events until
-   * `close()`, so that a decision that times out can say what Redis last said (a refused AUTH,
-   * say); ioredis then no longer prints those errors itself, so listen to them too if you log them.
+   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
+   * the store only with `closeClient`. It listens to the client's `error` (and `node error`)
+   * events until `close()`, so that a decision that times out can say what Redis last said (a
+   * refused AUTH, say); ioredis then no longer prints those errors itself, so listen to them too
+   * if you log them.
    */
   client: RedisClientLike
+  /**
+   * Whether `close()` (and so `limiter.close()`) also closes `client`, with `quit()`, which waits
+   * for the replies of commands already sent: for a client made for this store alone, so that a
+   * script ends once its limiter is closed. Leave it `false` for a client other code still uses.
+   * @default false
+   * @example new RedisStore({ client: new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), closeClient: true })
+   */
+  closeClient?: boolean
   /**
    * Prepended to every key. Must not contain `{` or `}` (Cluster hash tags).
    * @default 'tg:'
@@ -80,7 +90,13 @@ export interface RedisStoreOptions {
   refusalCache?: false | { maxEntries?: number; maxHoldMs?: number }
 }
 
-const OPTION_KEYS = optionKeys<RedisStoreOptions>({ client: true, prefix: true, clock: true, refusalCache: true })
+const OPTION_KEYS = optionKeys<RedisStoreOptions>({
+  client: true,
+  closeClient: true,
+  prefix: true,
+  clock: true,
+  refusalCache: true,
+})
 
 const DEFAULT_REFUSAL_CACHE = { maxEntries: 10_000, maxHoldMs: 1_000 }
 
@@ -149,6 +165,7 @@ export class RedisStore implements Store {
    * to Redis. Absent when `refusalCache` is false.
    */
   readonly evaluateSync?: (request: StoreRequest) => StoreResult | undefined
+  private readonly closeClient: (() => Promise<void>) | undefined
   private closed = false
 
   constructor(options: RedisStoreOptions) {
@@ -160,6 +177,7 @@ export class RedisStore implements Store {
       )
     }
     if (clock !== undefined) clockOption(clock, 'RedisStore')
+    this.closeClient = clientCloser(options.closeClient, client, 'RedisStore')
     const refusalSettings = refusalCacheOf(refusalCache)
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
     this.watches = new ReplyWatches(client, this.cluster)
@@ -258,13 +276,13 @@ export class RedisStore implements Store {
     return this.errors?.recent
   }
 
-  /** Stops listening to the client's errors; the client stays open. */
+  /** Stops listening to the client's errors; the client stays open unless `closeClient` is true. */
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true
       this.errors?.release()
     }
-    return Promise.resolve()
+    return this.closeClient?.() ?? Promise.resolve()
   }
 
   /**

@@ -78,6 +78,5 @@ function notes(rule: RuleJson): string {
   const notes: string[] = []
   if (rule.dryRun === true) notes.push('dry run')
   if (rule.onStoreError !== null) notes.push(`on store error: ${rule.onStoreError}`)
-  if (rule.stateName !== rule.name) notes.push(`state under ${rule.stateName}`)
   return notes.join('; ')
 }
