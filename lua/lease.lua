@@ -14,12 +14,16 @@
 --          [4] '1' when the call carries an operation's key: the reply is kept with it, and the
 --              call sent again (after a lost reply) answers that reply and does nothing else
 --              (lib/operation.lua)
+--          [5] the process's instance id: what it holds of each key is recorded under it
 --          then one entry per key: 'code limit period limit period …|want|need|at units …': the
 --          units to reserve, the units the decision needs beyond what the process's slice of
 --          the key covers (0 without a decision), then the units given back, each negative and
 --          stamped with the time they were reserved at, so that they leave the window they were
 --          charged to
--- Per entry, the units given back come off first. Then, with a decision: every entry is checked
+-- Per entry, the units given back (a slice's unused units, refunds) come off first, as far as the
+-- key records the process charging them: `<key>:held`, a hash of units charged by instance,
+-- written with every charge in the same script, so that a failover that lost a charge lost its
+-- record too, and giving back what the window never held takes nothing from the charges it holds. Then, with a decision: every entry is checked
 -- for its `need` (consume); if all fit, each is charged its need and the `want` units every one
 -- of its windows still has room for; if any does not, nothing is charged, and nothing reserved.
 -- A key's count holds the process's slice, so this is the answer a RedisStore gives to the whole
@@ -63,33 +67,76 @@ if operation then
 end
 
 local scratch, segments = {}, {}
+local instance = ARGV[5]
+
+-- Keeps the segments for which keep(at, units) is true, in order; answers how many numbers are left.
+local function keep_segments(keep)
+  local kept = 0
+  for j = 1, #segments, 2 do
+    if keep(segments[j], segments[j + 1]) then
+      segments[kept + 1], segments[kept + 2] = segments[j], segments[j + 1]
+      kept = kept + 2
+    end
+  end
+  for j = kept + 1, #segments do
+    segments[j] = nil
+  end
+  return kept
+end
 
 -- The units in `segments` given back to the key `name`, as sync.lua adds a process's units; those
 -- reserved no later than the key was last reset (reset.lua's mark) give nothing back: the reset
 -- forgot them, and the count that holds them now is other charges'.
 local function give_back(name, rule)
   local reset_at = tonumber(call('GET', name .. ':reset'))
-  if reset_at then
-    local kept = 0
-    for j = 1, #segments, 2 do
-      if segments[j] > reset_at then
-        segments[kept + 1], segments[kept + 2] = segments[j], segments[j + 1]
-        kept = kept + 2
-      end
-    end
-    for j = kept + 1, #segments do
-      segments[j] = nil
-    end
-    if kept == 0 then
-      return
+  if reset_at and keep_segments(function(at)
+    return at > reset_at
+  end) == 0 then
+    return
+  end
+  -- Only what the key records this process charging comes back, the latest give-backs first.
+  local held_key = name .. ':held'
+  local held = tonumber(call('HGET', held_key, instance)) or 0
+  local left = held
+  for j = #segments - 1, 1, -2 do
+    local units = min(-segments[j + 1], left)
+    left = left - units
+    segments[j + 1] = -units
+  end
+  if held - left > 0 then
+    if left > 0 then
+      call('HSET', held_key, instance, left)
+    else
+      call('HDEL', held_key, instance)
     end
   end
-  add_to_key(rule, name, call('GET', name), now, segments, scratch)
+  if keep_segments(function(_, units)
+    return units < 0
+  end) > 0 then
+    add_to_key(rule, name, call('GET', name), now, segments, scratch)
+  end
+end
+
+-- Records units this process charged on `name`, for as long as the key lives.
+local function hold(name, units, windows)
+  local held_key = name .. ':held'
+  call('HINCRBY', held_key, instance, units)
+  local ttl = call('PTTL', name)
+  if ttl <= 0 then
+    ttl = 0
+    for k = 1, #windows do
+      ttl = max(ttl, 2 * windows[k].period)
+    end
+  end
+  local kept = call('PTTL', held_key)
+  if kept < ttl then
+    expire_in(held_key, ttl)
+  end
 end
 
 local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module })
 local entries = {}
-for arg = 5, #ARGV do
+for arg = 6, #ARGV do
   local text, want, need, given = string.match(ARGV[arg], '^([^|]*)|(%d+)|(%d+)|(.*)$')
   local rule = rule_of(text)
   entries[#entries + 1] = { rule = rule, want = tonumber(want), need = tonumber(need), name = KEYS[key] }
@@ -151,6 +198,9 @@ for i = 1, #entries do
       n = module.finish(entry.name, windows, now, charge, 'consume', writes, state, at, reply, n, false)
     else
       module.finish(entry.name, windows, now, charge, 'consume', writes, state, at, scratch, 0, false)
+    end
+    if writes then
+      hold(entry.name, charge, windows)
     end
     reply[slot + 1], reply[slot + 2] = reserved, call('GET', entry.name) or ''
   end

@@ -1,4 +1,4 @@
-import { createLimiter, LiveRules, loadRules, RedisStore } from '@tollgate/core'
+import { createLimiter, LiveRules, loadRules, RedisStore, stateNameOf } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { cliPrefix, rulesDirectory, runCli } from '../src/cli-runner.js'
@@ -126,7 +126,7 @@ describe('tollgate rules', () => {
     expect(list.stdout).toMatch(/^live rules under "cli:round-trip:.*" at epoch 1 \(defaults from .*\)$/m)
     expect(list.stdout).toMatch(/^api +fixed-window +1000\/1m +- +epoch 1 *$/m)
     expect(list.stdout).toMatch(/^api\.export +sliding-log +10\/1h +api +default *$/m)
-    expect(list.stdout).toMatch(/^search +gcra +20\/1s +api +epoch 1 +state under search@\w+$/m)
+    expect(list.stdout).toMatch(/^search +gcra +20\/1s +api +epoch 1 *$/m)
 
     const rolledBack = await cli('--json', 'rules', 'rollback', '0', '--yes')
     expect(rolledBack.code, rolledBack.stderr).toBe(0)
@@ -222,7 +222,14 @@ describe('tollgate rules validate', () => {
     const run = await runCli(['--json', 'rules', 'validate', file])
     expect(run.code, run.stderr).toBe(0)
     const result = JSON.parse(run.stdout)
-    expect(result).toMatchObject({ valid: true, rules: [{ name: 'api', stateName: 'api' }] })
+    const windows = [
+      { limit: 100, periodMs: 60_000 },
+      { limit: 50, periodMs: 3_600_000 },
+    ]
+    expect(result).toMatchObject({
+      valid: true,
+      rules: [{ name: 'api', stateName: stateNameOf({ name: 'api', algorithm: 'sliding-log', windows }) }],
+    })
     expect(result.warnings).toEqual([
       {
         code: 'TG_WINDOW_NEVER_BINDS',

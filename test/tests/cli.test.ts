@@ -41,6 +41,11 @@ function app(name: string): { prefix: string; limiter: Limiter; store: RedisStor
   return { prefix, limiter, store, cli: ['--redis', url, '--prefix', prefix, '--rules', rules] }
 }
 
+/** The name the rule's state is kept under, in keys: `name@<digest of its shape>`. */
+function stateOf(limiter: Limiter, rule: string): string {
+  return limiter.rules.get(rule)?.stateName as string
+}
+
 const IP = 'ip:203.0.113.7'
 const USER = 'user:42'
 
@@ -74,7 +79,7 @@ describe('tollgate inspect', () => {
       ['api', USER, 3_600_000, 3, 97],
     ])
     const keyOf = (rule: string, identifier: string) =>
-      store.keyOf({ rule, algorithm: 'sliding-log', windows: [], identifier })
+      store.keyOf({ rule: stateOf(limiter, rule), algorithm: 'sliding-log', windows: [], identifier })
     expect(result.windows.map((w: { key: string }) => w.key)).toEqual([
       keyOf('api.export', IP),
       keyOf('api.export', IP),
@@ -133,7 +138,7 @@ describe('tollgate reset', () => {
     const { limiter, store, cli } = app('reset')
     for (let i = 0; i < 2; i++) await limiter.consume('api.export', [IP, USER])
     const key = (rule: string, identifier: string) =>
-      store.keyOf({ rule, algorithm: 'sliding-log', windows: [], identifier })
+      store.keyOf({ rule: stateOf(limiter, rule), algorithm: 'sliding-log', windows: [], identifier })
 
     const run = await runCli([...cli, 'reset', 'api.export', IP, '--yes'])
     expect(run.code, run.stderr).toBe(0)
@@ -220,7 +225,7 @@ describe('--json', () => {
       parent: null,
       onStoreError: null,
       dryRun: null,
-      stateName: 'api',
+      stateName: stateOf(limiter, 'api'),
     })
     expect(JSON.parse(runs[6]!.stdout)).toEqual({
       error: { code: 'TG_UNKNOWN_RULE', message: expect.stringContaining('nope') },

@@ -304,7 +304,12 @@ describe('RedisStore at scale on a 3-master Cluster', () => {
     })
     const hot = 'ip:192.0.2.1'
     const keyOf = (rule: string, identifier: string) =>
-      store.keyOf({ rule, algorithm: 'sliding-log', windows: [], identifier })
+      store.keyOf({
+        rule: limiter.rules.get(rule)?.stateName as string,
+        algorithm: 'sliding-log',
+        windows: [],
+        identifier,
+      })
     const slot = calculateSlot(keyOf('api', hot))
     const others = Array.from({ length: 64 }, (_, i) => `ip:198.51.100.${i}`).filter(
       (identifier) => calculateSlot(keyOf('api', identifier)) !== slot,

@@ -1,10 +1,12 @@
 import { createLimiter, HybridStore, type Limiter, RedisStore, type RulesOptions } from '@tollgate/core'
+import calculateSlot from 'cluster-key-slot'
 import { type Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ManualClock } from '../src/manual-clock.js'
 import {
   clusterClient,
   clusterMasters,
+  masterOfSlot,
   type SpawnedCluster,
   spawnRedisCluster,
   waitReady,
@@ -108,4 +110,66 @@ describe('HybridStore on a Redis Cluster', () => {
     expect(remaining.filter((units) => units === 10)).toHaveLength(20)
     await redis.close()
   }, 60_000)
+  // One master down once sent every key to the outage policy: 'local-share' granted each process
+  // ⌈L ÷ N⌉ afresh even on keys whose master answered and whose window was full (4,757 admitted
+  // against 2,000 during a 2 s failover).
+  it.each(['approximate', 'strict'] as const)(
+    '%s: a master that stops answering sends only its own keys to the outage policy',
+    async (consistency) => {
+      const clock = new ManualClock(T0)
+      const prefix = `hn-${consistency}:`
+      const fixed = { r: { algorithm: 'fixed-window', windows: [{ limit: 20, period: '1m' }] } } satisfies RulesOptions
+      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules: fixed })
+      const store = new HybridStore({
+        client,
+        clock: clock.now,
+        autoSync: false,
+        prefix,
+        consistency,
+        syncTimeoutMs: 500,
+        outage: { policy: 'local-share', afterMs: 1_000 },
+        onWarning: () => {},
+      })
+      const hybrid = createLimiter({ store, rules: fixed, onWarning: () => {} })
+      const masterOf = async (identifier: string) =>
+        (
+          await masterOfSlot(
+            cluster,
+            calculateSlot(store.keyOf({ rule: 'r', algorithm: 'fixed-window', windows: [], identifier })),
+          )
+        ).port
+      const stopped = await masterOf('user:0')
+      let healthy = 'user:1'
+      for (let i = 1; (await masterOf(healthy)) === stopped; i++) healthy = `user:${i}`
+      // A key of the silent master the process never decided: no slice covers it in strict mode.
+      let unseen = 'user:new-1'
+      for (let i = 1; (await masterOf(unseen)) !== stopped; i++) unseen = `user:new-${i}`
+      const down = (await clusterMasters(cluster)).find((master) => master.port === stopped)
+      // The healthy key's window is full in Redis; the process knows it after a sync.
+      for (let i = 0; i < 20; i++) await redis.consume('r', healthy)
+      await hybrid.peek('r', healthy)
+      await hybrid.consume('r', 'user:0')
+      expect((await store.syncNow()).error).toBeUndefined()
+      down?.kill('SIGSTOP')
+      try {
+        await hybrid.consume('r', 'user:0').catch(() => undefined)
+        expect((await store.syncNow()).error).toBeDefined()
+        clock.advance(1_500)
+        // The key whose master answers is decided on the fleet's totals: refused, as Redis would.
+        const refused = await hybrid.consume('r', healthy)
+        expect(refused).toMatchObject({ allowed: false, reason: 'limited' })
+        // A key whose master is silent follows the outage policy.
+        const local = await hybrid.consume('r', unseen)
+        expect(local.reason).toBe('degraded-local')
+        expect(store.stats().mode).toBe('degraded')
+      } finally {
+        down?.kill('SIGCONT')
+      }
+      expect((await store.syncNow()).error).toBeUndefined()
+      expect(store.stats().mode).toBe('synced')
+      expect((await hybrid.consume('r', healthy)).allowed).toBe(false)
+      await Promise.all([hybrid.close(), redis.close()])
+    },
+    60_000,
+  )
 })

@@ -69,7 +69,7 @@ describe('HybridStore, strict mode: any interleaving', () => {
           )
           const limiters: Limiter[] = stores.map((store) => createLimiter({ store, rules, onWarning: () => {} }))
           const key = (stores[0] as HybridStore).keyOf({
-            rule: 'r',
+            rule: (limiters[0] as Limiter).rules.get('r')!.stateName,
             algorithm: 'fixed-window',
             windows: [],
             identifier: 'ip:1',

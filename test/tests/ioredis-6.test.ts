@@ -37,7 +37,12 @@ describe('RedisStore on ioredis 6', () => {
   it("fails a decision over a key of the wrong type alone, with Redis's own words", async () => {
     const store = new RedisStore({ client, prefix: `ioredis6-wrongtype:${process.pid}:` })
     const limiter = createLimiter({ store, rules: { r: { windows: [{ limit: 5, period: '1m' }] } } })
-    const key = store.keyOf({ rule: 'r', algorithm: 'sliding-log', windows: [], identifier: 'ip:a' })
+    const key = store.keyOf({
+      rule: limiter.rules.get('r')!.stateName,
+      algorithm: 'sliding-log',
+      windows: [],
+      identifier: 'ip:a',
+    })
     await client.set(key, 'not a log', 'EX', 60)
     const [broken, fine] = await Promise.all([limiter.consume('r', 'ip:a'), limiter.consume('r', 'ip:b')])
     expect(broken).toMatchObject({ allowed: true, reason: 'store-error-allowed' })

@@ -14,6 +14,7 @@ import {
   type Store,
   type StoreRequest,
   type StoreResult,
+  stateNameOf,
   TollgateError,
 } from '@tollgate/core'
 import { Redis } from 'ioredis'
@@ -454,19 +455,25 @@ describe('LiveRules preview', () => {
     const live = fleet.add()
     await live.publish({ api: { algorithm: 'fixed-window', windows: [{ limit: 20, period: '1m' }] } })
     const before = await keyValues(client, fleet.prefix)
+    // A counter's state name is its name and the digest of its algorithm and periods.
+    const minute = [{ limit: 1, periodMs: 60_000 }]
+    const api = stateNameOf({ name: 'api', algorithm: 'fixed-window', windows: minute })
+    const search = stateNameOf({ name: 'search', algorithm: 'fixed-window', windows: minute })
+    expect(api).toMatch(/^api@[A-Za-z0-9_-]{4}$/)
     expect([...live.preview()].map(([name, rule]) => [name, rule.stateName, rule.windows[0]?.limit])).toEqual([
-      ['api', 'api', 20],
-      ['search', 'search', 5],
+      ['api', api, 20],
+      ['search', search, 5],
     ])
     const next = live.preview({
       api: { algorithm: 'fixed-window', windows: [{ limit: 30, period: '1m' }] },
       search: { algorithm: 'fixed-window', windows: [{ limit: 5, period: '1h' }], parent: 'api' },
       export: { windows: [{ limit: 1, period: '1h' }], parent: 'api' },
     })
-    // A new limit keeps the state name; a new period or a rule without a default gets a shape's own.
-    expect(next.get('api')?.stateName).toBe('api')
-    expect(next.get('search')?.stateName).toMatch(/^search@[0-9a-f]{10}$/)
-    expect(next.get('export')?.stateName).toMatch(/^export@[0-9a-f]{10}$/)
+    // A new limit keeps the state name; a new period or a new rule gets its shape's own.
+    expect(next.get('api')?.stateName).toBe(api)
+    expect(next.get('search')?.stateName).toMatch(/^search@[A-Za-z0-9_-]{4}$/)
+    expect(next.get('search')?.stateName).not.toBe(search)
+    expect(next.get('export')?.stateName).toMatch(/^export@[A-Za-z0-9_-]{4}$/)
     expect(next.get('export')?.chain.map((rule) => rule.name)).toEqual(['export', 'api'])
     expect(() => live.preview({ api: null, search: { windows: [], parent: 'api' } })).toThrow(
       expect.objectContaining({
@@ -519,17 +526,24 @@ describe.each(['MemoryStore', 'RedisStore', 'HybridStore'] as const)('live rules
     const publishApi = (algorithm: 'fixed-window' | 'sliding-window', limit: number, period: Duration) =>
       live.publish({ api: { algorithm, windows: [{ limit, period }] } })
 
+    const stateName = () => limiter.rules.get('api')?.stateName
+    const defaultState = stateName()
+    expect(defaultState).toMatch(/^api@[A-Za-z0-9_-]{4}$/)
     for (let i = 0; i < 4; i++) await consume()
     await publishApi('fixed-window', 20, '1m')
+    expect(stateName()).toBe(defaultState)
     expect(remaining(await consume())).toEqual([15])
     await publishApi('fixed-window', 20, '30s')
     expect(remaining(await consume())).toEqual([19])
-    expect(limiter.rules.get('api')?.stateName).toMatch(/^api@[0-9a-f]{10}$/)
+    const halfMinuteState = stateName()
+    expect(halfMinuteState).toMatch(/^api@[A-Za-z0-9_-]{4}$/)
+    expect(halfMinuteState).not.toBe(defaultState)
     await publishApi('sliding-window', 20, '30s')
+    expect(stateName()).not.toBe(halfMinuteState)
     expect(remaining(await consume())).toEqual([19])
     // Back to the default's shape: the counts it left, not yet expired.
     await live.publish({ api: null })
-    expect(limiter.rules.get('api')?.stateName).toBe('api')
+    expect(stateName()).toBe(defaultState)
     expect(remaining(await consume())).toEqual([4])
     if (limiter.store instanceof HybridStore) {
       const report = await limiter.store.syncNow()

@@ -53,6 +53,7 @@ const PUBLIC_EXPORTS = [
   'readFleetSeconds',
   'readTopRefused',
   'shareFleetStats',
+  'stateNameOf',
   'storeUnavailableProblem',
   'userIdentifier',
   'wholeOption',

@@ -53,7 +53,7 @@ describe('README.md', () => {
     return JSON.parse(stdout)
   }
 
-  const [express, fastify, koa] = blocksUnder('## In a web framework')
+  const [express, fastify, koa, hono] = blocksUnder('## In a web framework')
 
   it('has an Express snippet that runs with the Quick start limiter', async () => {
     const result = await runSnippet(
@@ -104,5 +104,22 @@ const response = await fetch('http://127.0.0.1:' + server.address().port + '/')
 console.log(JSON.stringify([response.status, response.headers.get('ratelimit-policy')]))`,
     )
     expect(result).toEqual([200, '"api-60s";q=1000;w=60'])
+  })
+
+  it('has a Hono snippet that runs with the Quick start limiter on @hono/node-server', async () => {
+    const result = await runSnippet(
+      hono as string,
+      '',
+      `app.get('/api/items', (c) => c.text('ok'))
+app.get('/health', (c) => c.text('ok'))
+const { serve } = await import('@hono/node-server')
+const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' })
+await once(server, 'listening')
+const base = 'http://127.0.0.1:' + server.address().port
+const api = await fetch(base + '/api/items')
+const health = await fetch(base + '/health')
+console.log(JSON.stringify({ api: [api.status, api.headers.get('ratelimit-policy')], health: health.headers.get('ratelimit') }))`,
+    )
+    expect(result).toEqual({ api: [200, '"api-60s";q=1000;w=60'], health: null })
   })
 })

@@ -6,6 +6,8 @@ import {
   MemoryStore,
   RedisStore,
   type RulesOptions,
+  type Store,
+  type StoreTarget,
   type WindowOptions,
 } from '@tollgate/core'
 import { Redis } from 'ioredis'
@@ -18,8 +20,11 @@ import { keysWithoutTtl } from '../src/ttl-audit.js'
 
 const COUNTERS = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const satisfies AlgorithmName[]
 const ID = 'ip:10.0.12.123'
+/** The state name the limiters of edited rules share (sharedStateLimiter). */
+const SHARED = 'r'
 const HUNDRED_PER_MINUTE: WindowOptions = { limit: 100, period: '1m' }
-// What a key with an int-encoded value costs on Redis 7.0 for a key name of this length.
+// What a key with an int-encoded value costs on Redis 7.0 for a key name of this length
+// (`tg:r@<4 characters>:{ip:10.0.12.123}:fw`, 29 characters).
 const INT_KEY_BYTES = 72
 // 300 ms before a minute boundary, so that 50 hits 10 ms apart cross it.
 const T0 = 1_763_700_059_700
@@ -61,15 +66,37 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
     return limiter
   }
 
+  /**
+   * A limiter whose rule keeps its state under SHARED, whatever its shape. A limiter names a
+   * rule's state by its shape (`r@<digest>`), so that an edit of its periods starts fresh; a
+   * store's caller that names the state itself can still give the script state another shape
+   * wrote, as every edit in code did before, and the script must decide right over it.
+   */
+  function sharedStateLimiter(clock: ManualClock, rules: RulesOptions, prefix: string): Limiter {
+    const store = new RedisStore({ client, clock: clock.now, prefix, refusalCache: false })
+    const shared = (targets: readonly StoreTarget[]) => targets.map((target) => ({ ...target, rule: SHARED }))
+    const underOneName: Store = {
+      evaluate: (request) => store.evaluate({ ...request, targets: shared(request.targets) }),
+      reset: (targets) => store.reset(shared(targets)),
+      close: () => store.close(),
+    }
+    const limiter = createLimiter({ store: underOneName, rules })
+    limiters.push(limiter)
+    return limiter
+  }
+
   function memoryLimiter(clock: ManualClock, rules: RulesOptions): Limiter {
     const limiter = createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules })
     limiters.push(limiter)
     return limiter
   }
 
-  function keyOf(algorithm: AlgorithmName, prefix?: string): string {
-    return new RedisStore({ client, prefix }).keyOf({ rule: 'r', algorithm, windows: [], identifier: ID })
+  /** The key of ID's state under `rule`: a limiter's `stateName` of its rule, or SHARED. */
+  function keyOf(algorithm: AlgorithmName, prefix: string | undefined, rule: string): string {
+    return new RedisStore({ client, prefix }).keyOf({ rule, algorithm, windows: [], identifier: ID })
   }
+
+  const stateOf = (limiter: Limiter) => limiter.rules.get('r')!.stateName
 
   async function stored(key: string) {
     const [value, encoding, bytes, ttlMs] = await Promise.all([
@@ -88,14 +115,14 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
   }
 
   it.each(COUNTERS)(
-    '%s at 100 per minute: 72 bytes after 1 and after 50 hits, deciding as MemoryStore',
+    `%s at 100 per minute: ${INT_KEY_BYTES} bytes after 1 and after 50 hits, deciding as MemoryStore`,
     async (algorithm) => {
       const clock = new ManualClock(T0)
       const rules = { r: { algorithm, windows: [HUNDRED_PER_MINUTE] } }
       const redis = redisLimiter(clock, rules)
       const memory = memoryLimiter(clock, rules)
-      const key = keyOf(algorithm)
-      expect(key).toMatch(/^tg:r:\{ip:10\.0\.12\.123\}:[a-z]{2}$/)
+      const key = keyOf(algorithm, undefined, stateOf(redis))
+      expect(key).toMatch(/^tg:r@[A-Za-z0-9_-]{4}:\{ip:10\.0\.12\.123\}:[a-z]{2}$/)
 
       for (let hit = 1; hit <= 50; hit++) {
         clock.advance(10)
@@ -122,13 +149,13 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
     async (algorithm) => {
       const clock = new ManualClock(T0)
       const prefix = 'edited:'
-      const one = redisLimiter(clock, { r: { algorithm, windows: [HUNDRED_PER_MINUTE] } }, prefix)
-      const two = redisLimiter(
+      const one = sharedStateLimiter(clock, { r: { algorithm, windows: [HUNDRED_PER_MINUTE] } }, prefix)
+      const two = sharedStateLimiter(
         clock,
         { r: { algorithm, windows: [HUNDRED_PER_MINUTE, { limit: 1000, period: '1h' }] } },
         prefix,
       )
-      const key = keyOf(algorithm, prefix)
+      const key = keyOf(algorithm, prefix, SHARED)
 
       for (let hit = 1; hit <= 20; hit++) {
         const byOne = hit % 2 === 1
@@ -161,7 +188,7 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
       const rules = { r: { algorithm, windows: [{ limit: 2 * 10 ** 9, period: 4_000_000 }] } }
       const redis = redisLimiter(clock, rules, prefix)
       const memory = memoryLimiter(clock, rules)
-      const key = keyOf(algorithm, prefix)
+      const key = keyOf(algorithm, prefix, stateOf(redis))
       const steps: Array<[jump: number, cost: number]> = [
         [0, 1.5 * 10 ** 9],
         [1_000, 3 * 10 ** 8],
@@ -194,12 +221,12 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
     for (const cost of [999_999_998, 1]) {
       await same(redis.consume('r', ID, { cost }), memory.consume('r', ID, { cost }), `cost ${cost}`)
     }
-    expect(await stored(keyOf('fixed-window', prefix))).toMatchObject({
+    expect(await stored(keyOf('fixed-window', prefix, stateOf(redis)))).toMatchObject({
       value: '1763704000000' + '999999999' + '9',
       encoding: 'embstr',
     })
     await same(redis.consume('r', ID), memory.consume('r', ID), 'one more, now textual')
-    expect((await stored(keyOf('fixed-window', prefix))).value).toContain(':')
+    expect((await stored(keyOf('fixed-window', prefix, stateOf(redis)))).value).toContain(':')
   })
 
   it.each(COUNTERS)(
@@ -214,7 +241,7 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
         { limit: 3, period: '1h' },
         { limit: 1000, period: '7s' },
       ]
-      const edits = shapes.map((window) => redisLimiter(clock, { r: { algorithm, windows: [window] } }, prefix))
+      const edits = shapes.map((window) => sharedStateLimiter(clock, { r: { algorithm, windows: [window] } }, prefix))
       const random = seededRandom(COUNTERS.indexOf(algorithm) + 11)
       for (let step = 0; step < 300; step++) {
         clock.advance(random(3) === 0 ? random(5_000) : random(50))
@@ -241,9 +268,13 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
       // A minute's first millisecond: its 10-second and 1-minute windows start together.
       const clock = new ManualClock(1_763_700_000_000)
       const prefix = 'expiry:'
-      const key = keyOf(algorithm, prefix)
-      const tenSeconds = redisLimiter(clock, { r: { algorithm, windows: [{ limit: 100, period: '10s' }] } }, prefix)
-      const minute = redisLimiter(clock, { r: { algorithm, windows: [HUNDRED_PER_MINUTE] } }, prefix)
+      const key = keyOf(algorithm, prefix, SHARED)
+      const tenSeconds = sharedStateLimiter(
+        clock,
+        { r: { algorithm, windows: [{ limit: 100, period: '10s' }] } },
+        prefix,
+      )
+      const minute = sharedStateLimiter(clock, { r: { algorithm, windows: [HUNDRED_PER_MINUTE] } }, prefix)
       // A sliding window's count weighs on the next window too: its key lives two periods.
       const periods = algorithm === 'fixed-window' ? 1 : 2
       const ttl = async () => (await stored(key)).ttlMs

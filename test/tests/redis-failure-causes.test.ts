@@ -39,7 +39,8 @@ describe('a broken key', () => {
     const limiter = createLimiter({ store, rules, onStoreError: 'deny', breaker: { failureThreshold: 3 } })
     started.push(() => limiter.close())
     const broken = 'user:broken'
-    await client.set(store.keyOf({ rule: 'login', algorithm: 'sliding-log', windows: [], identifier: broken }), 'x')
+    const login = limiter.rules.get('login')!.stateName
+    await client.set(store.keyOf({ rule: login, algorithm: 'sliding-log', windows: [], identifier: broken }), 'x')
     const changes: BreakerState[] = []
     limiter.on('breaker', (change) => changes.push(change.state))
     const storeErrors: TollgateError[] = []
@@ -61,7 +62,7 @@ describe('a broken key', () => {
     }
     // Each failure is still reported, naming the key it met.
     expect(storeErrors).toHaveLength(10)
-    expect(storeErrors[0]?.message).toContain('broken:login:{user:broken}:sl')
+    expect(storeErrors[0]?.message).toContain(`broken:${login}:{user:broken}:sl`)
   })
 
   it('is told apart from a refusal Redis gives every decision, such as OOM, which opens the breaker', async () => {

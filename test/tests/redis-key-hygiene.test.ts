@@ -108,7 +108,7 @@ describe('RedisStore key hygiene on a dedicated server', () => {
       expect((await decide(limiter.consume('single', identifier))).reason).toBe('ok')
     }
     const keys = lookalikes.map((identifier) =>
-      store.keyOf({ rule: 'single', algorithm: 'sliding-log', windows: [], identifier }),
+      store.keyOf({ rule: limiter.rules.get('single')!.stateName, algorithm: 'sliding-log', windows: [], identifier }),
     )
     expect(new Set(keys).size).toBe(lookalikes.length)
   })
@@ -147,7 +147,7 @@ describe('RedisStore key hygiene on a dedicated server', () => {
     const addressable = new Set<string>()
     for (const rule of limiter.rules.values()) {
       for (const identifier of hostileIdentifiers) {
-        addressable.add(store.keyOf({ rule: rule.name, algorithm: rule.algorithm, windows: [], identifier }))
+        addressable.add(store.keyOf({ rule: rule.stateName, algorithm: rule.algorithm, windows: [], identifier }))
       }
     }
     // Refunds and resets also write an operation's key in the slot of the identifier they touch

@@ -193,8 +193,13 @@ describe('RedisStore round trips', () => {
   })
 
   it('fails only the decision whose key is broken when others share its EVALSHA', async () => {
-    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'batchfail:' }), rules })
-    await client.set('batchfail:api.write:{user:bad}:sl', 'not a sorted set', 'PX', 60_000)
+    const store = new RedisStore({ client, prefix: 'batchfail:' })
+    const limiter = createLimiter({ store, rules })
+    const keyOf = (rule: string, identifier: string) => {
+      const { stateName, algorithm, windows } = limiter.rules.get(rule)!
+      return store.keyOf({ rule: stateName, algorithm, windows, identifier })
+    }
+    await client.set(keyOf('api.write', 'user:bad'), 'not a sorted set', 'PX', 60_000)
     sent.length = 0
     const [before, broken, after] = await Promise.all([
       limiter.consume('api.write', 'user:a', { onStoreError: 'deny' }),
@@ -207,13 +212,16 @@ describe('RedisStore round trips', () => {
     expect(broken).toMatchObject({ allowed: false, reason: 'store-error-denied' })
     expect(broken.error?.message).toMatch(/WRONGTYPE/)
     // The broken decision charged nothing anywhere, the others exactly once.
-    expect(await client.exists('batchfail:api:{user:bad}:tb')).toBe(0)
+    expect(await client.exists(keyOf('api', 'user:bad'))).toBe(0)
     expect((await limiter.peek('api.write', 'user:a')).windows[0]?.remaining).toBe(9)
   })
 
   it('does not retry other errors', async () => {
-    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'wrongtype:' }), rules })
-    await client.set('wrongtype:api.write:{user:1}:sl', 'not a sorted set', 'PX', 60_000)
+    const store = new RedisStore({ client, prefix: 'wrongtype:' })
+    const limiter = createLimiter({ store, rules })
+    const { stateName, algorithm } = limiter.rules.get('api.write')!
+    const key = store.keyOf({ rule: stateName, algorithm, windows: [], identifier: 'user:1' })
+    await client.set(key, 'not a sorted set', 'PX', 60_000)
     sent.length = 0
     const decision = await limiter.consume('api.write', 'user:1')
     expect(decision).toMatchObject({ allowed: true, reason: 'store-error-allowed' })

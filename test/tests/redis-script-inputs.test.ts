@@ -37,7 +37,7 @@ describe('Redis scripts, the inputs they share', () => {
   it.each(badTimes)('sync and lease: a time of %s fails the call, and writes nothing', async (time) => {
     const calls = [
       client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', '', 'fw 10 60000|1700000000000 3'),
-      client.eval(leaseScript.lua, 1, 'inputs:{l}:fw', time, '-', '', '', 'fw 10 60000|4|0|'),
+      client.eval(leaseScript.lua, 1, 'inputs:{l}:fw', time, '-', '', '', 'i1', 'fw 10 60000|4|0|'),
     ]
     for (const call of calls) {
       await expect(call).rejects.toThrow(
@@ -53,7 +53,7 @@ describe('Redis scripts, the inputs they share', () => {
       client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', '', 'sl 10 60000|1700000000000 3'),
     ).rejects.toThrow('no algorithm sl in this script, in the rule sl 10 60000')
     await expect(
-      client.eval(leaseScript.lua, 1, 'inputs:{l}:tb', '1700000000000', '-', '', '', 'tb 10 60000|4|0|'),
+      client.eval(leaseScript.lua, 1, 'inputs:{l}:tb', '1700000000000', '-', '', '', 'i1', 'tb 10 60000|4|0|'),
     ).rejects.toThrow('no algorithm tb in this script, in the rule tb 10 60000')
     expect(await client.exists('inputs:{s}:sl', 'inputs:{l}:tb')).toBe(0)
   })

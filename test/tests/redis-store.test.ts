@@ -84,7 +84,7 @@ describe('RedisStore decisions over a key of the wrong type', () => {
         const rule = limiter.rules.get(brokenRule)
         const brokenId = ids[ids.length - 1] as string
         const broken = store.keyOf({
-          rule: brokenRule,
+          rule: rule!.stateName,
           algorithm,
           windows: rule?.windows ?? [],
           identifier: brokenId,

@@ -145,7 +145,12 @@ describe('RedisStore through Sentinel while the master is killed under load', ()
           const peeked = await limiter.peek('api', identifier)
           return {
             caller,
-            key: store.keyOf({ rule: 'api', algorithm: 'sliding-log', windows: [], identifier }),
+            key: store.keyOf({
+              rule: limiter.rules.get('api')!.stateName,
+              algorithm: 'sliding-log',
+              windows: [],
+              identifier,
+            }),
             ok: mine.filter((s) => reasonOf(s) === 'ok').length,
             fallbacks: mine.filter((s) => !storeAnswered(s)).length,
             used: LIMIT - (peeked.windows[0]?.remaining ?? LIMIT),

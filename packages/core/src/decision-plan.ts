@@ -105,7 +105,7 @@ export function identifiersOf(identifiers: unknown): Identifiers {
 
 /**
  * One target per rule and identifier, in rule order, then identifier order. A target names the
- * rule's state (`stateName`), which is its name unless live rules changed its shape.
+ * rule's state (`stateName`): its name and its shape's digest.
  */
 export function targetsOf(rules: readonly Rule[], identifiers: Identifiers): StoreTarget[] {
   const one = typeof identifiers === 'string'

@@ -53,6 +53,8 @@ export type { AlgorithmName, Rule, RuleOptions, RulesOptions, WarningHandler, Wi
 export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules.js'
 export type { RedisScript } from './scripts/redis-scripts.js'
 export { REDIS_SCRIPTS } from './scripts/redis-scripts.js'
+export type { RuleShape } from './state-name.js'
+export { stateNameOf } from './state-name.js'
 export type { BacklogOptions } from './store-backlog.js'
 export type { LimiterEvents } from './store-caller.js'
 export type { StoreErrorPolicy } from './store-error-policy.js'

@@ -3,7 +3,8 @@ import { describeValue, TollgateArgumentError, TollgateConfigError } from './err
 import type { AlgorithmName } from './rules.js'
 
 /**
- * Key layout: `<prefix><rule>:{<identifier>}:<algorithm>`.
+ * Key layout: `<prefix><rule>:{<identifier>}:<algorithm>`, where `<rule>` is the rule's
+ * `stateName` (`name@shape`, state-name.ts).
  *
  * The identifier is the Cluster hash tag, so every rule and window of one identifier lives in
  * one slot while different identifiers spread over the cluster. Both parts are written raw

@@ -1,6 +1,7 @@
 import { type Duration, parseDuration } from './duration.js'
 import { describeValue, TollgateConfigError } from './errors.js'
 import { checkOptionsObject, isPlainObject, optionKeys } from './option-objects.js'
+import { stateNameOf } from './state-name.js'
 import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
 
 /**
@@ -105,10 +106,11 @@ export interface Rule {
   /** This rule, then its parent, then the parent's parent: the order decisions report windows in. */
   readonly chain: readonly Rule[]
   /**
-   * The name the rule's state is kept under, in a store's keys (`StoreTarget.rule`): its name,
-   * unless live rules gave it another shape than its default's (docs/live-rules.md), so that
-   * windows of another period or algorithm start fresh rather than read counts they did not make.
-   * @example 'api'
+   * The name the rule's state is kept under, in a store's keys (`StoreTarget.rule`): its name and
+   * a digest of its shape (algorithm, periods, a bucket's limits), so that a rule whose periods
+   * change, in code or by live rules (docs/live-rules.md), starts fresh rather than share counts
+   * with processes still on the old periods; a counter's limit changed keeps its counts.
+   * @example 'api@M86G'
    */
   readonly stateName: string
 }
@@ -117,12 +119,11 @@ export interface Rule {
 export type RuleDraft = Omit<Rule, 'chain' | 'stateName'>
 
 /**
- * How live rules resolve (live-rules/): the name each rule's state is kept under, and one
- * `windows` array per distinct list of windows, so that stores which key what they keep by a
- * rule's windows (a HybridStore's shapes) see a rule that did not change as the same.
+ * How live rules resolve (live-rules/): one `windows` array per distinct list of windows, so that
+ * stores which key what they keep by a rule's windows (a HybridStore's shapes) see a rule that did
+ * not change as the same.
  */
 export interface LiveResolution {
-  stateNameOf(draft: RuleDraft): string
   windowsOf(windows: readonly Window[]): readonly Window[]
 }
 
@@ -168,7 +169,7 @@ export function resolveRules(
   const rules = new Map<string, Rule>()
   for (const draft of drafts.values()) {
     const lineage = lineageOf(draft, drafts)
-    rules.set(draft.name, { ...draft, chain: [], stateName: live ? live.stateNameOf(draft) : draft.name })
+    rules.set(draft.name, { ...draft, chain: [], stateName: stateNameOf(draft) })
     if (lineage.length > MAX_CHAIN_LENGTH) {
       throw new TollgateConfigError(
         `rule ${q(draft.name)}: its parent chain ${lineage.map(q).join(' → ')} is longer than the maximum of ${MAX_CHAIN_LENGTH} rules`,

@@ -120,7 +120,8 @@ describe('limiter.observe', () => {
     const memory = new MemoryStore()
     const store: Store = {
       evaluate: (request: StoreRequest) =>
-        (failures[request.targets[0]?.rule ?? ''] ?? (() => memory.evaluate(request)))(),
+        // A target names the rule's state, `name@<digest of its shape>`.
+        (failures[request.targets[0]?.rule.split('@')[0] ?? ''] ?? (() => memory.evaluate(request)))(),
       reset: (targets) => memory.reset(targets),
       close: () => memory.close(),
     }

@@ -18,7 +18,7 @@ import {
 import { publishPayloadOf } from '../src/live-rules/redis-rules.js'
 import { LiveRuleSet } from '../src/live-rules/rule-set.js'
 import { readSnapshot, writeSnapshot } from '../src/live-rules/snapshot.js'
-import { LiveStateNames } from '../src/live-rules/state-names.js'
+import { LiveWindowLists } from '../src/live-rules/window-lists.js'
 import { type Rule, type RuleOptions, resolveRules } from '../src/rules.js'
 
 const defaults = {
@@ -121,7 +121,7 @@ function outcome(resolve: () => ReadonlyMap<string, Rule>): unknown {
 }
 
 describe('LiveRuleSet', () => {
-  const names = new LiveStateNames(resolveRules(defaults, () => {}, false))
+  const names = new LiveWindowLists()
   const rule = (random: (below: number) => number, names: readonly string[]): RuleOptions | null => {
     if (random(5) === 0) return null
     const parent = random(3) === 0 ? names[random(names.length)] : undefined
@@ -248,26 +248,32 @@ describe('publishing', () => {
   })
 })
 
-describe('LiveStateNames', () => {
-  const names = new LiveStateNames(
-    resolveRules(
-      {
-        ...defaults,
-        bucket: { algorithm: 'token-bucket', windows: [{ limit: 10, period: '1s' }] },
-      },
-      () => {},
-      false,
-    ),
-  )
+describe('state names', () => {
+  const names = new LiveWindowLists()
   const stateName = (name: string, options: unknown) =>
     resolveRules({ ...defaults, [name]: options }, () => {}, false, names).get(name)?.stateName
+  const inCode = (name: string, options: unknown) =>
+    resolveRules({ ...defaults, [name]: options }, () => {}, false).get(name)?.stateName
 
-  it('keeps the name of a rule of its default shape, whatever its limits', () => {
-    expect(stateName('api', { windows: [{ limit: 5, period: '60s' }] })).toBe('api')
-    expect(stateName('bucket', { algorithm: 'token-bucket', windows: [{ limit: 10, period: '1s' }] })).toBe('bucket')
+  it('keeps the name of a counter whose limit changed, in code or live', () => {
+    expect(stateName('api', { windows: [{ limit: 5, period: '60s' }] })).toBe(
+      stateName('api', { windows: [{ limit: 100, period: '1m' }] }),
+    )
+    expect(inCode('api', { windows: [{ limit: 5, period: '60s' }] })).toBe(
+      stateName('api', { windows: [{ limit: 9, period: '1m' }] }),
+    )
+    expect(inCode('api', { windows: [{ limit: 5, period: '1m' }] })).toMatch(/^api@[A-Za-z0-9_-]{4}$/)
   })
 
-  it('names apart the state of another period, algorithm, window list, bucket limit, or a rule without default', () => {
+  // A rolling deploy that changed a rule's period in code, same name (5 per second → 5 per hour),
+  // let processes on the old period end the new window at theirs: 30 admitted in 6 s.
+  it('names apart the state of a rule whose period changed in code', () => {
+    expect(inCode('api', { windows: [{ limit: 5, period: '1s' }] })).not.toBe(
+      inCode('api', { windows: [{ limit: 5, period: '1h' }] }),
+    )
+  })
+
+  it('names apart the state of another period, algorithm, window list, bucket limit, or rule', () => {
     const named = [
       stateName('api', { windows: [{ limit: 100, period: '30s' }] }),
       stateName('api', { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1m' }] }),
@@ -280,7 +286,7 @@ describe('LiveStateNames', () => {
       stateName('bucket', { algorithm: 'token-bucket', windows: [{ limit: 11, period: '1s' }] }),
       stateName('fresh', { windows: [{ limit: 1, period: '1s' }] }),
     ]
-    for (const name of named) expect(name).toMatch(/^(api|bucket|fresh)@[0-9a-f]{10}$/)
+    for (const name of named) expect(name).toMatch(/^(api|bucket|fresh)@[A-Za-z0-9_-]{4}$/)
     expect(new Set(named).size).toBe(named.length)
     // The same shape gets the same name in every process.
     expect(stateName('api', { windows: [{ limit: 7, period: '30s' }] })).toBe(named[0])
@@ -429,7 +435,7 @@ describe('LiveRules options', () => {
     [
       'an unknown option',
       (c) => ({ client: c, defaults, poll: 5 }),
-      "LiveRules options: unknown option 'poll'; known options are 'client', 'defaults', 'prefix', 'pollIntervalMs', 'snapshotPath', 'onWarning', 'nudges'",
+      "LiveRules options: unknown option 'poll'; known options are 'client', 'closeClient', 'defaults', 'prefix', 'pollIntervalMs', 'snapshotPath', 'onWarning', 'nudges'",
     ],
     [
       'nudges that are not a boolean',

@@ -27,6 +27,11 @@ function limiterOver(store: MemoryStore, rules: RulesOptions = { api: { windows:
   return createLimiter({ store, rules })
 }
 
+/** The name the rule's state is kept under, in keys: `name@<digest of its shape>`. */
+function stateOf(limiter: Limiter, rule = 'api'): string {
+  return limiter.rules.get(rule)?.stateName as string
+}
+
 async function remaining(limiter: Limiter, identifier: string): Promise<number> {
   return (await limiter.peek('api', identifier)).windows[0]!.remaining
 }
@@ -145,7 +150,10 @@ describe('maxKeys', () => {
     await log.consume('api', 'a')
     expect((await counter.peek('api', 'a')).windows[0]?.remaining).toBe(3)
     expect((await log.peek('api', 'a')).windows[0]?.remaining).toBe(4)
-    expect(store.ttls().map(({ key }) => key)).toEqual(['api:{a}:sl', 'api:{a}:fw'])
+    expect(store.ttls().map(({ key }) => key)).toEqual([
+      `${counter.rules.get('api')?.stateName}:{a}:fw`,
+      `${log.rules.get('api')?.stateName}:{a}:sl`,
+    ])
     await log.reset('api', 'a')
     expect((await counter.peek('api', 'a')).windows[0]?.remaining).toBe(3)
     expect(store.size).toBe(1)
@@ -159,7 +167,7 @@ describe('expiry', () => {
     const store = new MemoryStore({ clock: time.clock, sweepIntervalMs: 0 })
     const limiter = limiterOver(store, { api: { windows: [{ limit: 5, period: '1s' }] } })
     await limiter.consume('api', 'a')
-    expect(store.ttls()).toEqual([{ key: 'api:{a}:sl', ttlMs: 1_000 }])
+    expect(store.ttls()).toEqual([{ key: `${stateOf(limiter)}:{a}:sl`, ttlMs: 1_000 }])
     time.advance(999)
     store.sweep()
     expect(store.size).toBe(1)
@@ -178,7 +186,7 @@ describe('expiry', () => {
     await limiter.consume('api', 'new')
     time.advance(500)
     store.sweep()
-    expect(store.ttls()).toEqual([{ key: 'api:{new}:sl', ttlMs: 500 }])
+    expect(store.ttls()).toEqual([{ key: `${stateOf(limiter)}:{new}:sl`, ttlMs: 500 }])
     await limiter.close()
   })
 
@@ -204,8 +212,8 @@ describe('expiry', () => {
     const limiter = limiterOver(store, { 'api v2': { windows: [{ limit: 5, period: '1s' }] } })
     await limiter.consume('api v2', ['user:ann', 'name with spaces'])
     expect(store.ttls().map(({ key }) => key)).toEqual([
-      `#${textDigest('api v2')}:{user:ann}:sl`,
-      `#${textDigest('api v2')}:{#${textDigest('name with spaces')}}:sl`,
+      `#${textDigest(stateOf(limiter, 'api v2'))}:{user:ann}:sl`,
+      `#${textDigest(stateOf(limiter, 'api v2'))}:{#${textDigest('name with spaces')}}:sl`,
     ])
     await limiter.close()
   })
@@ -219,7 +227,10 @@ describe('expiry', () => {
     const digest = `#${textDigest(long)}`
     await limiter.consume('api', long, { cost: 2 })
     await limiter.consume('api', digest)
-    expect(store.ttls().map(({ key }) => key)).toEqual([`api:{#${textDigest(digest)}}:sl`, `api:{${digest}}:sl`])
+    expect(store.ttls().map(({ key }) => key)).toEqual([
+      `${stateOf(limiter)}:{#${textDigest(digest)}}:sl`,
+      `${stateOf(limiter)}:{${digest}}:sl`,
+    ])
     expect(await remaining(limiter, long)).toBe(3)
     expect(await remaining(limiter, digest)).toBe(4)
     await limiter.reset('api', long)
@@ -240,7 +251,7 @@ describe('expiry', () => {
     await limiter.peek('api', 'a')
     expect(store.ttls()).toEqual([])
     await limiter.consume('api', 'a')
-    expect(store.ttls()).toEqual([{ key: 'api:{a}:sl', ttlMs: 1_000 }])
+    expect(store.ttls()).toEqual([{ key: `${stateOf(limiter)}:{a}:sl`, ttlMs: 1_000 }])
     expect(store.size).toBe(2)
     store.sweep()
     expect(store.size).toBe(1)

@@ -528,14 +528,18 @@ describe('the store request on failure', () => {
       reset: async () => {},
       close: async () => {},
     }
-    await limiterOver(recording).consume('api', [IP, 'user:alice'], { cost: 2 })
+    const limiter = limiterOver(recording)
+    await limiter.consume('api', [IP, 'user:alice'], { cost: 2 })
     expect(requests).toHaveLength(1)
+    // A target names the rule's state: its name and its shape's digest.
+    const state = limiter.rules.get('api')?.stateName
+    expect(state).toMatch(/^api@[A-Za-z0-9_-]{4}$/)
     expect(requests[0]).toMatchObject({
       operation: 'consume',
       cost: 2,
       targets: [
-        { rule: 'api', identifier: IP },
-        { rule: 'api', identifier: 'user:alice' },
+        { rule: state, identifier: IP },
+        { rule: state, identifier: 'user:alice' },
       ],
     })
   })

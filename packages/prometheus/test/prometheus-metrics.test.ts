@@ -31,7 +31,8 @@ class FlakyStore implements Store {
   }
 
   evaluate(request: StoreRequest) {
-    const fail = this.failures[request.targets[0]?.rule ?? '']
+    // A target names the rule's state, `name@<digest of its shape>`.
+    const fail = this.failures[request.targets[0]?.rule.split('@')[0] ?? '']
     return fail ? fail(request) : this.memory.evaluate(request)
   }
 

@@ -4,7 +4,7 @@ import { type AppliedStored, applyStored, type Overrides, type StoredRule } from
 import type { RulesStamp } from './redis-rules.js'
 import { LiveRuleSet } from './rule-set.js'
 import type { RuleRejection, RulesFollower } from './source.js'
-import type { LiveStateNames } from './state-names.js'
+import type { LiveWindowLists } from './window-lists.js'
 
 /** A rule set every follower took: one resolution per follower, in the order they were asked. */
 export interface CheckedSet {
@@ -32,7 +32,7 @@ export class AppliedRules {
 
   constructor(
     defaults: RulesOptions,
-    private readonly names: LiveStateNames,
+    private readonly names: LiveWindowLists,
     private readonly onWarning: WarningHandler,
   ) {
     this.set = LiveRuleSet.of(defaults, names)

@@ -8,7 +8,7 @@ import { changesOf, storedChangesOf, unstored } from './overrides.js'
 import { publishIdOf, publishPayloadOf, RedisRules } from './redis-rules.js'
 import { closedError, RulesReader } from './rules-reader.js'
 import { type RuleRejection, registerLiveSource } from './source.js'
-import { LiveStateNames } from './state-names.js'
+import { LiveWindowLists } from './window-lists.js'
 
 export interface PublishOptions {
   /**
@@ -52,15 +52,18 @@ const noop = () => {}
  */
 export class LiveRules {
   private readonly redis: RedisRules
-  private readonly names: LiveStateNames
+  private readonly names: LiveWindowLists
   private readonly applied: AppliedRules
   private readonly reader: RulesReader
+  private readonly closeClient: (() => Promise<void>) | undefined
 
   constructor(options: LiveRulesOptions) {
     const config = liveRulesConfigOf(options)
-    // A process that only administers published rules (the tollgate CLI) may have no defaults.
-    const defaults = hasNoRules(config.defaults) ? new Map<string, Rule>() : resolveRules(config.defaults, noop, false)
-    this.names = new LiveStateNames(defaults)
+    this.closeClient = config.closeClient
+    // Checked here, so that a bad default fails at construction. A process that only administers
+    // published rules (the tollgate CLI) may have no defaults.
+    if (!hasNoRules(config.defaults)) resolveRules(config.defaults, noop, false)
+    this.names = new LiveWindowLists()
     this.applied = new AppliedRules(config.defaults, this.names, config.onWarning)
     this.redis = new RedisRules(config.client, config.prefix)
     this.reader = new RulesReader(config, this.redis, this.applied)
@@ -208,10 +211,11 @@ export class LiveRules {
 
   /**
    * Stops polling and listening; limiters following these rules keep the last ones applied.
-   * Waits for a read or snapshot under way. Never closes the client.
+   * Waits for a read or snapshot under way. Closes the client only with `closeClient`.
    */
-  close(): Promise<void> {
-    return this.reader.close()
+  async close(): Promise<void> {
+    await this.reader.close()
+    await this.closeClient?.()
   }
 
   private async publishChanges(

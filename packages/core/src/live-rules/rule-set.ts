@@ -2,7 +2,7 @@ import { TollgateConfigError } from '../errors.js'
 import { isPlainObject } from '../option-objects.js'
 import { type Rule, type RuleOptions, type RulesOptions, resolveRules, type WarningHandler } from '../rules.js'
 import { mergedRules, type Override, type Overrides, withChanges } from './overrides.js'
-import type { LiveStateNames } from './state-names.js'
+import type { LiveWindowLists } from './window-lists.js'
 
 /** A rule set resolved: its rules, and by rule name the rules that name it as their parent. */
 interface Resolved {
@@ -46,7 +46,7 @@ export class LiveRuleSet {
   private constructor(
     private readonly defaults: RulesOptions,
     private readonly hasDefaults: boolean,
-    private readonly names: LiveStateNames,
+    private readonly names: LiveWindowLists,
     readonly overrides: Overrides,
     base: LiveRuleSet | undefined,
     changed: readonly string[],
@@ -57,7 +57,7 @@ export class LiveRuleSet {
   }
 
   /** The defaults alone. */
-  static of(defaults: RulesOptions, names: LiveStateNames): LiveRuleSet {
+  static of(defaults: RulesOptions, names: LiveWindowLists): LiveRuleSet {
     return new LiveRuleSet(defaults, Object.keys(defaults).length > 0, names, new Map(), undefined, [])
   }
 

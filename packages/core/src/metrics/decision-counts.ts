@@ -4,6 +4,7 @@ import { checkOptionsObject, optionKeys } from '../option-objects.js'
 import type { Rule } from '../rules.js'
 import { type DecisionObserver, STORE_ERROR_KINDS, type StoreErrorKind } from './decision-observer.js'
 import { DEFAULT_DURATION_BUCKETS, type DurationCounts, DurationHistogram } from './duration-histogram.js'
+import { NamesOfStates } from './names-of-states.js'
 import { ALLOWED, DECISION_OUTCOMES, outcomeOf } from './outcomes.js'
 import { OTHER_RULES, RuleLabels, windowLabel } from './rule-labels.js'
 
@@ -67,8 +68,6 @@ type SlottedRule = Rule & { [SLOT]?: RuleSlot }
 
 const OPTION_KEYS = optionKeys<DecisionCountsOptions>({ maxRules: true, timeEvery: true, durationBuckets: true })
 const MAX_RULES_LIMIT = 10_000
-/** State names (`name@digest`) remembered for `totalsByRule`; past it, the oldest go. */
-const MAX_STATE_NAMES = 10_000
 
 class WindowTally implements WindowCounts {
   denials = 0
@@ -153,11 +152,8 @@ export class DecisionCounts implements DecisionObserver {
   private readonly slots = new WeakMap<Rule, RuleSlot>()
   /** Every slot whose rule may still be decided on, for reads to move its counts to its tally. */
   private live: RuleSlot[] = []
-  /**
-   * Rule names by the state names of the rules decided on, where they differ: a live rule whose
-   * shape changed keeps its state, and a store counts by it, under `name@digest`.
-   */
-  private readonly namesOfStates = new Map<string, string>()
+  /** A store counts by state name (`name@digest`); `totalsByRule` reads it as the rule's name. */
+  private readonly namesOfStates = new NamesOfStates()
   private readonly errors = Object.fromEntries(STORE_ERROR_KINDS.map((kind) => [kind, 0])) as Record<
     StoreErrorKind,
     number
@@ -232,7 +228,7 @@ export class DecisionCounts implements DecisionObserver {
     const totals = new Map<string, number>()
     for (const rule of this.tallies.values()) totals.set(rule.rule, 0)
     for (const [name, value] of values) {
-      const label = this.labels.labelOf(this.namesOfStates.get(name) ?? name)
+      const label = this.labels.labelOf(this.namesOfStates.nameOf(name))
       totals.set(label, (totals.get(label) ?? 0) + value)
     }
     return totals
@@ -254,8 +250,8 @@ export class DecisionCounts implements DecisionObserver {
   private newSlot(rule: Rule): RuleSlot {
     const cells: WindowTally[] = []
     const sizes: number[] = []
+    this.namesOfStates.note(rule)
     for (const link of rule.chain) {
-      if (link.stateName !== link.name) this.noteStateName(link)
       const tally = this.tallyOf(link.name)
       for (const window of link.windows) {
         cells.push(tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs)))
@@ -265,14 +261,6 @@ export class DecisionCounts implements DecisionObserver {
     const slot = new RuleSlot(this, new WeakRef(rule), this.tallyOf(rule.name).counts, cells, sizes, cells.length)
     this.live.push(slot)
     return slot
-  }
-
-  private noteStateName(rule: Rule): void {
-    // Each publish that reshapes a rule names a new state: the oldest are forgotten first.
-    if (this.namesOfStates.size >= MAX_STATE_NAMES && !this.namesOfStates.has(rule.stateName)) {
-      this.namesOfStates.delete(this.namesOfStates.keys().next().value as string)
-    }
-    this.namesOfStates.set(rule.stateName, rule.name)
   }
 
   private tallyOf(name: string): RuleTally {

@@ -20,8 +20,10 @@ export interface LeaseContext {
   operationKey(key: string): string
   /** Live processes, as the last heartbeat counted them. */
   instances(): number
-  /** The server answered a call sent at `sentAt` (monotonic ms): `serverMs` is its time. */
-  answered(serverMs: number, sentAt: number): void
+  /** This process's id, under which a key records the units it holds (lua/lease.lua). */
+  readonly instance: string
+  /** The server answered a call sent at `sentAt` (monotonic ms) on `key`'s node: `serverMs` is its time. */
+  answered(serverMs: number, sentAt: number, key: string): void
 }
 
 /** What one chunk of a strict sync answers (the same shape as an approximate sync's). */
@@ -186,9 +188,9 @@ export class LeaseExchange {
     })
   }
 
-  /** The chunks whose calls failed without Redis's answer, sent again as they were. */
-  resendDoubtful(): Array<Promise<LeaseChunkOutcome | Error>> {
-    return this.doubtful.splice(0).map((chunk) => this.sendChunk(chunk))
+  /** The chunks whose calls failed without Redis's answer, sent again as they were: each with its first key, which tells its node. */
+  resendDoubtful(): Array<[key: string, outcome: Promise<LeaseChunkOutcome | Error>]> {
+    return this.doubtful.splice(0).map((chunk) => [chunk.keys[0] ?? chunk.heartbeat?.[0] ?? '', this.sendChunk(chunk)])
   }
 
   /**
@@ -295,6 +297,7 @@ export class LeaseExchange {
       decision,
       heartbeat ? heartbeat[1] : '',
       once,
+      context.instance,
       ...entries,
     )
     watch.sent()
@@ -306,7 +309,7 @@ export class LeaseExchange {
       watch.heard()
     }
     const reply = readLeaseReply(raw, entries, decision === 'decide')
-    this.context.answered(reply.serverMs, sentAt)
+    this.context.answered(reply.serverMs, sentAt, allKeys[0] as string)
     return reply
   }
 }

@@ -31,6 +31,8 @@ const HELD = 16
 /** One segment of units not yet pushed, in `segmentAt` and `segmentUnits`. */
 const ONE_SEGMENT = 32
 const INLINE = 4
+/** Slots the eviction hand looks at for a key with nothing to push. */
+const VICTIM_LOOK = 1024
 /** Shape ids are kept in 16 bits. */
 const MAX_SHAPES = 0xffff
 
@@ -44,8 +46,8 @@ const MAX_SHAPES = 0xffff
  * have more, or a push under way.
  *
  * The order a full table forgets in is CLOCK over the slots: a hand goes round and takes the
- * first slot not used since it last came by. A key with units not yet pushed is marked used by
- * every decision that charges it, so it goes last.
+ * first slot not used since it last came by. A key with units not yet pushed is not forgotten
+ * while Redis can take them: its units would be lost, and the key would come back empty.
  */
 export class KeySlots {
   /** Slots by rule, then identifier: a decision finds its key without building its Redis name. */
@@ -139,15 +141,34 @@ export class KeySlots {
     return this.identifiers[slot] !== undefined && this.generations[slot] === generation
   }
 
-  /** The key's slot, new; past `maxKeys` another key's is taken. `onEvict` hears of a key dropped with units not yet pushed. */
-  add(identifier: string, shape: Shape, onEvict: (slot: number) => void): number {
-    let slot: number
-    if (this.count >= this.maxKeys) {
-      slot = this.victim()
-      if (this.unsynced(slot)) onEvict(slot)
-      this.remove(slot)
-    }
-    slot = this.free.pop() ?? this.grow()
+  /** Whether a new key needs another's slot. */
+  get full(): boolean {
+    return this.count >= this.maxKeys
+  }
+
+  /**
+   * Forgets a key with nothing to push, the one the eviction hand finds unused, to make room for
+   * a new one; false when none of the slots looked at could go (each holds units a sync has not
+   * taken yet).
+   */
+  evictSynced(): boolean {
+    const slot = this.victim(true)
+    if (slot < 0) return false
+    this.remove(slot)
+    return true
+  }
+
+  /** Forgets the key the eviction hand finds unused, whatever it holds; true when it held units not yet pushed. */
+  evictAny(): boolean {
+    const slot = this.victim(false)
+    const unsynced = this.unsynced(slot)
+    this.remove(slot)
+    return unsynced
+  }
+
+  /** The key's slot, new: call when the table is not `full`. */
+  add(identifier: string, shape: Shape): number {
+    const slot = this.free.pop() ?? this.grow()
     let byIdentifier = this.index.get(shape.rule)
     if (byIdentifier === undefined) {
       byIdentifier = new Map()
@@ -410,16 +431,23 @@ export class KeySlots {
     }
   }
 
-  private victim(): number {
+  /**
+   * CLOCK: the first slot the hand finds not used since it last came by. `synced`: only a key with
+   * nothing to push, within VICTIM_LOOK slots (-1 past them), so that a table full of units not
+   * yet pushed costs a new key a bounded look, not a round of the table.
+   */
+  private victim(synced: boolean): number {
     const end = this.identifiers.length
-    for (;;) {
+    for (let looked = 0; !synced || looked < VICTIM_LOOK; looked++) {
       if (this.hand >= end) this.hand = 0
       const slot = this.hand++
       if (this.identifiers[slot] === undefined) continue
+      if (synced && this.unsynced(slot)) continue
       const flags = this.flags[slot] as number
       if ((flags & USED) === 0) return slot
       this.flags[slot] = flags & ~USED
     }
+    return -1
   }
 
   /** A slot past the last one used, the columns doubled (up to maxKeys) when they are full. */

@@ -1,23 +1,34 @@
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import calculateSlot from 'cluster-key-slot'
 import { timeFrom } from '../clock.js'
 import { TollgateError } from '../errors.js'
 import { KeyBuilder } from '../keys.js'
-import type { AlgorithmName } from '../rules.js'
+import type { AlgorithmName, Window } from '../rules.js'
 import { leaseScript, syncScript } from '../scripts/generated.js'
 import { isStoreDown } from '../store-errors.js'
 import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { pendingUnits } from './hybrid-bucket-fold.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
+import { EarlierUnits } from './hybrid-earlier-units.js'
 import { hybridInstancesKey } from './hybrid-instances.js'
 import { type Lease, LeaseBook } from './hybrid-lease-book.js'
-import { LeaseExchange } from './hybrid-leases.js'
+import { type LeaseChunkOutcome, LeaseExchange } from './hybrid-leases.js'
+import { NodeHealth } from './hybrid-node-health.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
 import { OutageTable } from './hybrid-outage.js'
 import { record, usedOf, withUnits } from './hybrid-segments.js'
-import { KeySlots, SlotList } from './hybrid-slots.js'
-import { type ChunkAnswer, chunkArguments, chunksOf, readChunkReply, type SyncCommand } from './hybrid-sync.js'
+import { KeySlots, type Shape, SlotList } from './hybrid-slots.js'
+import {
+  type ChunkAnswer,
+  chunkArguments,
+  chunksOf,
+  pushEntries,
+  readChunkReply,
+  type SyncCommand,
+  syncEntryOf,
+} from './hybrid-sync.js'
 import { operationKeyBeside, resendAsItWas } from './operations.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
 import { ReplyWatches } from './reply-watch.js'
@@ -65,7 +76,10 @@ export interface HybridStats {
    * decisions follow the outage policy.
    */
   mode: 'synced' | 'degraded'
-  /** Keys dropped by `maxTrackedKeys` with units not yet pushed: those units never reach Redis. */
+  /**
+   * Keys dropped by `maxTrackedKeys` with units not yet pushed, whose units never reach Redis: only
+   * while syncs fail, or when every key looked at still held units after several syncs.
+   */
   evictedUnsynced: number
   /** Strict mode: decisions that waited on Redis since the store started (0 in approximate mode). */
   leaseRoundTrips: number
@@ -74,9 +88,9 @@ export interface HybridStats {
   /**
    * Every sync's `overAdmitted` since the store was made, by rule: units this process pushed
    * above a window's limit. Rules that never over-admitted are absent. A rule is named as its
-   * keys are, by its `stateName`: `name@digest` for a live rule whose shape changed (the metrics
-   * packages label it with its name).
-   * @example new Map([['api', 12]])
+   * keys are, by its `stateName`, `name@<shape>` (the metrics packages and fleet stats label it
+   * with its name).
+   * @example new Map([['api@M86G', 12]])
    */
   overAdmittedByRule: ReadonlyMap<string, number>
   /** Strict mode: `leaseRoundTrips` by the rule of the decision's first key (its own), named as `overAdmittedByRule` names it. */
@@ -97,10 +111,16 @@ const COMMAND = `tollgateSync${syncScript.sha1.slice(0, 12)}`
 const LEASE_COMMAND = `tollgateLease${leaseScript.sha1.slice(0, 12)}`
 /** Expired keys the sync looks at per run to drop them, beside pushing: the sweep goes round in slices. */
 const SWEEP_PER_SYNC = 10_000
+/**
+ * Syncs a decision on a key the table has no room for waits through, each pushing what the slots
+ * hold, before a key with units not yet pushed is forgotten anyway (`evictedUnsynced`).
+ */
+const ROOM_ATTEMPTS = 5
 
 /**
  * Decides in the process, on counters it syncs with Redis about once a second (the YARL design):
- * a decision never waits on Redis and costs what an in-process decision costs, and Redis sees one
+ * a decision on a key it holds never waits on Redis and costs what an in-process decision costs
+ * (a key new to a table holding `maxTrackedKeys` keys is read first), and Redis sees one
  * script call per chunk of keys per interval, whatever the request rate. The keys and their
  * layout are a RedisStore's with the same prefix, so that the two share counters.
  *
@@ -116,8 +136,8 @@ const SWEEP_PER_SYNC = 10_000
 export class HybridStore extends EventEmitter<HybridStoreEvents> implements Store {
   readonly supportedAlgorithms: readonly AlgorithmName[]
   /**
-   * In approximate mode, always an answer; in strict mode, undefined for a consume that its
-   * slices do not cover, which `evaluate` decides in Redis.
+   * Undefined for a decision that needs Redis first: in strict mode a consume its slices do not
+   * cover; in approximate mode one on a key new to a table holding `maxTrackedKeys` keys.
    */
   readonly evaluateSync: (request: StoreRequest) => StoreResult | undefined
   private readonly config: HybridConfig
@@ -142,11 +162,17 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
   private readonly errors: ClientErrors | undefined
+  /** The connections' silence, which bounds a decision waiting on Redis (a read, a lease, a sync). */
+  private readonly watches: ReplyWatches
+  /** Units a key held when its rule's limits changed, pushed under the limits they were admitted under. */
+  private readonly earlier: EarlierUnits
+  /** The sync decisions waiting for a free slot wait on: one at a time, however many wait. */
+  private roomSync: Promise<SyncReport> | undefined
   private readonly resetKeys: ReturnType<typeof keysReset>
   private readonly startedAt: number
   private lastGoodSyncAt = 0
-  /** Whether the last exchange with Redis that ended (a sync, a lease round trip) failed to reach it. */
-  private redisFailing = false
+  /** Whether each node's last exchange with this store (a sync, a read, a lease round trip) reached it, and when one last did. */
+  private readonly health: NodeHealth
   private instances = 1
   private degradedNoticed = false
   private outage: OutageTable | undefined
@@ -170,6 +196,17 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const commands = client as unknown as Record<string, SyncCommand | undefined>
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: syncScript.lua })
     this.runSync = (commands[COMMAND] as SyncCommand).bind(client)
+    this.watches = new ReplyWatches(client, this.cluster)
+    this.earlier = new EarlierUnits({
+      send: (keyCount, keysAndArgs) => this.sent(keyCount, keysAndArgs),
+      operationKey: (key) => operationKeyBeside(prefix, key),
+      putBack: (slot, generation, units) => {
+        if (!this.slots.holds(slot, generation)) return
+        this.slots.putBack(slot, units)
+        if (this.slots.list(slot)) this.listed.push(slot)
+      },
+      overAdmitted: (rule, units) => this.overAdmitted(rule, units),
+    })
     this.supportedAlgorithms = this.config.strict ? STRICT_ALGORITHMS : COUNTER_ALGORITHMS
     this.evaluateSync = this.config.strict ? (request) => this.decideStrict(request) : (request) => this.decide(request)
     if (this.config.strict) {
@@ -180,12 +217,14 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         book: this.book,
         run: (commands[LEASE_COMMAND] as SyncCommand).bind(client),
         cluster: this.cluster,
-        watches: new ReplyWatches(client, this.cluster),
+        watches: this.watches,
         operationKey: (key) => operationKeyBeside(prefix, key),
         timeOf: (now) => (this.config.clock ? String(now) : '-'),
         instances: () => this.instances,
-        answered: (serverMs, sentAt) => {
+        instance: this.instance,
+        answered: (serverMs, sentAt, key) => {
           this.errors?.answered()
+          this.health.answered(this.health.nodeOf(key), this.safeNow())
           this.aligned?.measured(serverMs, sentAt, performance.now())
         },
       })
@@ -202,6 +241,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         : undefined
     this.resetKeys = keysReset(client, prefix, this.cluster)
     this.startedAt = this.now()
+    this.health = new NodeHealth(client, this.cluster, this.startedAt)
     if (this.config.autoSync) this.schedule()
   }
 
@@ -213,32 +253,35 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   evaluate(request: StoreRequest): Promise<StoreResult> {
     try {
       const result = this.evaluateSync(request)
-      return result !== undefined ? Promise.resolve(result) : this.roundTrip(request)
+      if (result !== undefined) return Promise.resolve(result)
+      return this.config.strict ? this.roundTrip(request) : this.readFirst(request)
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
-  /** Strict mode's round trip for a decision `evaluateSync` left to Redis; in approximate mode, its answer. */
+  /**
+   * A decision `evaluateSync` left to Redis: strict mode's round trip, or approximate mode's read
+   * of keys the table had no room for.
+   */
   evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
-    if (!this.config.strict) {
-      this.evaluate(request).then(
-        (result) => receiver.answer(result),
-        (error: unknown) => receiver.fail(error),
-      )
-      return
-    }
-    this.roundTrip(request, receiver).then(
+    const asked = this.config.strict ? this.roundTrip(request, receiver) : this.readFirst(request, receiver)
+    asked.then(
       (result) => receiver.answer(result),
       (error: unknown) => receiver.fail(error),
     )
   }
 
-  /** Approximate mode's decision: in the process, on the last synced totals. */
-  private decide(request: StoreRequest): StoreResult {
+  /**
+   * Approximate mode's decision: in the process, on the last synced totals; undefined when a key
+   * is new to a full table, which `readFirst` decides. `forgetAny`: a new key takes the slot of
+   * one with units not yet pushed if it must.
+   */
+  private decide(request: StoreRequest, forgetAny = false): StoreResult | undefined {
     const now = this.now()
     const { operation, targets, cost } = request
-    const degraded = this.degradedAt(now)
+    if (!forgetAny && this.lacksRoom(targets) && !this.failingFor(targets)) return undefined
+    const degraded = this.degradedFor(targets, now)
     if (degraded) this.noticeDegraded(now)
     const { slots } = this
     const count = targets.length
@@ -287,13 +330,164 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const leases = request.targets.map((target) => book.leaseOf(target))
     const result = book.decide(request, leases, now, this.marginMs())
     if (result !== undefined) return result
-    if (!this.degradedAt(now)) return undefined
+    if (!this.degradedFor(request.targets, now)) return undefined
     this.noticeDegraded(now)
     return this.outageResult(
       leases.map((lease) => lease.key),
       request,
       now,
     )
+  }
+
+  /** Whether a target is new to a table with no free slot for it. */
+  private lacksRoom(targets: readonly StoreTarget[]): boolean {
+    const { slots } = this
+    if (slots.size + targets.length <= this.config.maxTrackedKeys) return false
+    let fresh = 0
+    for (const target of targets) if (slots.find(target.rule, target.identifier) < 0) fresh++
+    return fresh > 0 && slots.size + fresh > this.config.maxTrackedKeys
+  }
+
+  /**
+   * Approximate mode's decision on keys new to a full table. Such a key may be one the process
+   * forgot to make room: decided from empty, it would be admitted its limit again at every
+   * return, however often the process had synced it. So its totals are read from Redis first (one
+   * round trip, the sync script pushing nothing), and it takes the slot of a key with nothing to
+   * push; when every slot looked at holds units not yet pushed, a sync pushes them first.
+   */
+  private async readFirst(request: StoreRequest, asker?: StoreReceiver): Promise<StoreResult> {
+    try {
+      for (let attempt = 0; attempt < ROOM_ATTEMPTS && !this.failingFor(request.targets) && !this.closed; attempt++) {
+        const fresh = request.targets.filter((target) => this.slots.find(target.rule, target.identifier) < 0)
+        if (fresh.length > 0) {
+          const totals = await this.readTotals(fresh, asker)
+          if (!this.adopt(request.targets, fresh, totals)) {
+            if ((await this.syncForRoom(fresh, asker)).error) break
+            continue
+          }
+        }
+        const result = this.decide(request)
+        if (result !== undefined) return result
+      }
+    } catch {
+      // Redis did not answer the read: decided as every decision is while syncs fail, in the
+      // process and, past `outage.afterMs`, by the outage policy.
+    }
+    return this.decide(request, true) as StoreResult
+  }
+
+  /** The fleet's totals of these keys, read by the sync script: a chunk per Cluster slot. */
+  private async readTotals(
+    targets: readonly StoreTarget[],
+    asker: StoreReceiver | undefined,
+  ): Promise<Array<{ after: string; syncedAt: number }>> {
+    const names = targets.map((target) => this.keyOf(target))
+    const entries = targets.map((target) => syncEntryOf(target.algorithm, target.windows, undefined))
+    const time = this.config.clock ? String(this.now()) : '-'
+    const totals: Array<{ after: string; syncedAt: number }> = new Array(targets.length)
+    try {
+      await Promise.all(
+        chunksOf(names, this.cluster).map(async (indices) => {
+          const keys = indices.map((at) => names[at] as string)
+          const { keyCount, keysAndArgs } = chunkArguments(
+            indices.map((at) => entries[at] as string),
+            keys,
+            time,
+            undefined,
+            undefined,
+          )
+          const sentAt = performance.now()
+          const answer = readChunkReply(await this.sent(keyCount, keysAndArgs, asker), keys)
+          this.aligned?.measured(answer.serverMs, sentAt, performance.now())
+          const syncedAt = time === '-' ? answer.serverMs : Number(time)
+          indices.forEach((at, i) => {
+            const value = answer.values[i]
+            if (value instanceof TollgateError) throw value
+            totals[at] = { after: (value as { after: string }).after, syncedAt }
+          })
+        }),
+      )
+    } catch (error) {
+      if (isStoreDown(error)) this.heardFrom(targets, undefined)
+      if (error instanceof TollgateError && error.code === 'TG_STORE') throw error
+      throw this.failure(
+        `reading a key's totals failed: ${error instanceof Error ? error.message : String(error)}`,
+        error,
+      )
+    }
+    this.lastContactAt = this.safeNow()
+    this.heardFrom(targets, this.lastContactAt)
+    return totals
+  }
+
+  /** Runs the sync script, its connection's watch told, and `asker` (a decision waiting on it). */
+  private async sent(keyCount: number, keysAndArgs: string[], asker?: StoreReceiver): Promise<unknown> {
+    const watch = this.watches.of(this.cluster ? calculateSlot(keysAndArgs[0] as string) : 0)
+    const reply = this.runSync(keyCount, ...keysAndArgs)
+    watch.sent()
+    asker?.sent?.(watch)
+    const node = this.health.nodeOf(keysAndArgs[0] as string)
+    try {
+      const answered = await reply
+      this.errors?.answered()
+      this.health.answered(node, this.safeNow())
+      return answered
+    } catch (error) {
+      if (isStoreDown(error)) this.health.failed(node, keysAndArgs[0] as string)
+      throw error
+    } finally {
+      watch.heard()
+    }
+  }
+
+  /**
+   * Gives each of `fresh` a slot holding the totals Redis told, making room by forgetting keys
+   * with nothing to push; false when the slots looked at all held units not yet pushed.
+   */
+  private adopt(
+    targets: readonly StoreTarget[],
+    fresh: readonly StoreTarget[],
+    totals: ReadonlyArray<{ after: string; syncedAt: number }>,
+  ): boolean {
+    const { slots } = this
+    let needed = 0
+    for (const target of targets) {
+      const slot = slots.find(target.rule, target.identifier)
+      // The decision's other keys are kept: the hand passes a used key over.
+      if (slot >= 0) slots.markUsed(slot)
+      else needed++
+    }
+    while (slots.size + needed > this.config.maxTrackedKeys) if (!slots.evictSynced()) return false
+    const now = this.safeNow()
+    fresh.forEach((target, i) => {
+      // Another decision's read may have adopted it meanwhile, with totals as recent.
+      if (slots.find(target.rule, target.identifier) >= 0) return
+      const { after, syncedAt } = totals[i] as { after: string; syncedAt: number }
+      const slot = slots.add(
+        target.identifier,
+        slots.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows),
+      )
+      slots.markUsed(slot)
+      this.applySynced(slot, after, syncedAt, Math.max(syncedAt, now))
+    })
+    return true
+  }
+
+  /** A sync for decisions waiting on a free slot: joined, not queued again, by those that come while it runs. */
+  private syncForRoom(fresh: readonly StoreTarget[], asker: StoreReceiver | undefined): Promise<SyncReport> {
+    let sync = this.roomSync
+    if (sync === undefined) {
+      const started = this.syncNow()
+      sync = started
+      this.roomSync = started
+      void started.finally(() => {
+        if (this.roomSync === started) this.roomSync = undefined
+      })
+    }
+    // Bounded by the connection's silence while the sync's calls are out, not by the wait.
+    const first = fresh[0]
+    if (first !== undefined) asker?.sent?.(this.watches.of(this.cluster ? calculateSlot(this.keyOf(first)) : 0))
+    return sync
   }
 
   /** A decision its slices did not cover, made in Redis. */
@@ -304,10 +498,10 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     try {
       const result = await (this.exchange as LeaseExchange).decide(request, leases, now, asker)
       this.lastContactAt = this.safeNow()
-      this.redisFailing = false
+      this.heardFrom(request.targets, this.lastContactAt)
       return result
     } catch (error) {
-      if (isStoreDown(error)) this.redisFailing = true
+      if (isStoreDown(error)) this.heardFrom(request.targets, undefined)
       if (error instanceof TollgateError && error.code === 'TG_STORE') throw error
       throw this.failure(
         `the lease round trip failed: ${error instanceof Error ? error.message : String(error)}`,
@@ -396,7 +590,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       lastSyncAtMs: this.lastGoodSyncAt,
       stalenessMs: Math.max(0, now - since),
       instances: this.instances,
-      mode: this.degradedAt(now) ? 'degraded' : 'synced',
+      mode: this.health.anyDown(now, this.config.outageAfterMs) ? 'degraded' : 'synced',
       evictedUnsynced: this.evictedUnsynced,
       leaseRoundTrips: this.exchange?.roundTrips ?? 0,
       reservedUnits: this.book?.reservedUnits() ?? 0,
@@ -407,7 +601,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /**
    * Stops the timer and pushes what is left (waiting at most `syncTimeoutMs`), in strict mode
-   * every slice given back; the client stays open.
+   * every slice given back; the client stays open unless `closeClient` is true.
    */
   async close(): Promise<void> {
     if (this.closed) return
@@ -419,6 +613,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (this.slots.pendingKeys > 0 || (this.book?.listed.size ?? 0) > 0) await this.syncNow()
     else await this.syncing
     this.errors?.release()
+    await this.config.closeClient?.()
   }
 
   /**
@@ -426,8 +621,32 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    * reach Redis, and none has for `outage.afterMs`. Time alone is not an outage: a clock that jumps forward (an
    * injected one, or a wall clock stepped) while syncs succeed leaves the store synced.
    */
-  private degradedAt(now: number): boolean {
-    return this.redisFailing && now - this.lastSyncOrStart() > this.config.outageAfterMs
+  private degradedFor(targets: readonly StoreTarget[], now: number): boolean {
+    const { health } = this
+    if (!health.failing) return false
+    const { outageAfterMs } = this.config
+    if (!this.cluster) return health.isDown('', now, outageAfterMs)
+    for (const target of targets) if (health.isDown(health.nodeOf(this.keyOf(target)), now, outageAfterMs)) return true
+    return false
+  }
+
+  /** Whether the last exchange with a node that serves one of the targets failed. */
+  private failingFor(targets: readonly StoreTarget[]): boolean {
+    const { health } = this
+    if (!health.failing) return false
+    if (!this.cluster) return health.isFailing('')
+    for (const target of targets) if (health.isFailing(health.nodeOf(this.keyOf(target)))) return true
+    return false
+  }
+
+  /** Marks the nodes serving the targets as answering (`at`) or failed (undefined). */
+  private heardFrom(targets: readonly StoreTarget[], at: number | undefined): void {
+    for (const target of targets) {
+      const key = this.keyOf(target)
+      const node = this.health.nodeOf(key)
+      if (at === undefined) this.health.failed(node, key)
+      else this.health.answered(node, at)
+    }
   }
 
   private lastSyncOrStart(): number {
@@ -441,16 +660,35 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     let slot = slots.find(target.rule, target.identifier)
     if (slot < 0 || slots.shape(slot).windows !== target.windows) {
       const shape = slots.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows)
-      if (slot < 0) slot = slots.add(target.identifier, shape, this.onEvict)
-      else slots.reshape(slot, shape)
+      if (slot < 0) slot = this.newSlot(target.identifier, shape)
+      else {
+        this.pushEarlierUnits(slot, shape)
+        slots.reshape(slot, shape)
+      }
     }
     if (slots.touch(slot)) this.listed.push(slot)
     if (slots.others.size > 0) this.assumeOthers(slot, now)
     return slot
   }
 
-  private readonly onEvict = (): void => {
-    this.evictedUnsynced++
+  /** Before a key takes its rule's new limits, its units not yet pushed go under the old ones. */
+  private pushEarlierUnits(slot: number, shape: Shape): void {
+    const { slots } = this
+    const before = slots.shape(slot)
+    if (!slots.hasPending(slot) || sameLimits(before.windows, shape.windows)) return
+    const units = slots.takePending(slot) as number[]
+    const time = this.config.clock ? String(this.safeNow()) : '-'
+    this.earlier.push(slot, slots.generation(slot), slots.key(slot), before, units, time)
+  }
+
+  /**
+   * A new key's slot: in a full table, a key's with nothing to push, or, while Redis takes no
+   * units (or after `ROOM_ATTEMPTS` syncs found no such key), any key's, its units lost.
+   */
+  private newSlot(identifier: string, shape: Shape): number {
+    const { slots } = this
+    if (slots.full && !slots.evictSynced() && slots.evictAny()) this.evictedUnsynced++
+    return slots.add(identifier, shape)
   }
 
   /**
@@ -528,6 +766,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         () => {},
       )
     }
+    const firstKeys = calls.map((call) => call.names[0] ?? this.heartbeatKey)
     const outcomes = calls.map((call) => {
       const beat = call.heartbeat ? heartbeat : undefined
       if (this.exchange) {
@@ -538,29 +777,46 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       return this.sendChunk(chunk, call.names, time, beat)
     })
     // Pushes whose calls failed go again as they were, beside this sync's own.
-    if (this.exchange) outcomes.push(...this.exchange.resendDoubtful())
+    this.earlier.resendDoubtful()
+    for (const [key, outcome] of this.exchange?.resendDoubtful() ?? []) {
+      firstKeys.push(key)
+      outcomes.push(outcome)
+    }
     for (const push of this.doubtful.splice(0)) {
       for (const slot of push.chunk) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
+      firstKeys.push(push.keysAndArgs[0] as string)
       outcomes.push(this.sendPush(push))
     }
+    const nodes = firstKeys.map((key) => this.health.nodeOf(key))
+    // A failing master this sync has nothing for is asked about a key it serves: its answer ends
+    // its outage, and its keys' decisions follow the fleet's totals again.
+    const covered = new Set(nodes)
+    for (const [node, key] of [...this.health.probes()]) {
+      if (covered.has(node)) continue
+      nodes.push(node)
+      firstKeys.push(key)
+      outcomes.push(this.probe(key))
+    }
+    // Each call's outcome as it settles: past the deadline, the nodes of those still out failed.
+    const settled: Array<ChunkOutcome | LeaseChunkOutcome | Error | undefined> = outcomes.map(() => undefined)
+    const all = Promise.all(outcomes.map((outcome, i) => outcome.then((value) => (settled[i] = value))))
     const timedOut = Symbol('timed out')
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<typeof timedOut>((resolve) => {
       timer = setTimeout(() => resolve(timedOut), this.config.syncTimeoutMs)
       timer.unref()
     })
-    const settled = await Promise.race([Promise.all(outcomes), deadline])
-    clearTimeout(timer)
-    if (settled === timedOut) {
-      this.redisFailing = true
+    if ((await Promise.race([all, deadline])) === timedOut) {
       report.error = this.failure(`the sync did not answer within ${this.config.syncTimeoutMs} ms`)
-      return this.reported(report, started)
     }
-    for (const outcome of settled) {
+    clearTimeout(timer)
+    const failedNodes = new Set<string>()
+    settled.forEach((outcome, i) => {
+      if (outcome === undefined || outcome instanceof Error) failedNodes.add(nodes[i] as string)
+      if (outcome === undefined) return
       if (outcome instanceof Error) {
-        this.redisFailing = true
         report.error ??= this.failure(`the sync failed: ${outcome.message}`, outcome)
-        continue
+        return
       }
       report.overAdmitted += outcome.overAdmitted
       if (outcome.instances !== undefined) {
@@ -568,9 +824,27 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         this.instances = Math.max(1, outcome.instances)
       }
       if (outcome.keyError) report.error ??= outcome.keyError
-    }
-    if (!settled.some((outcome) => outcome instanceof Error)) this.synced(report)
+    })
+    const earlier = this.earlier.takeCounts()
+    report.overAdmitted += earlier.overAdmitted
+    report.pushedUnits += earlier.pushedUnits
+    const at = this.safeNow()
+    for (const node of nodes) if (!failedNodes.has(node)) this.health.answered(node, at)
+    firstKeys.forEach((key, i) => {
+      const node = nodes[i] as string
+      if (failedNodes.has(node)) this.health.failed(node, key)
+    })
+    if (failedNodes.size === 0) this.synced(report)
     return this.reported(report, started)
+  }
+
+  /** Asks the node serving `key` whether it holds it: an outcome of a sync that pushes nothing. */
+  private probe(key: string): Promise<ChunkOutcome | Error> {
+    const client = this.config.client as unknown as { exists(key: string): Promise<number> }
+    return client.exists(key).then(
+      () => ({ overAdmitted: 0, instances: undefined }),
+      (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
+    )
   }
 
   /** The listed keys, their units moved to `sending`; a key whose last push is still under way waits for the next sync. */
@@ -605,7 +879,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     // Only a push needs one: a chunk that only reads writes nothing that could count twice.
     const pushes = chunk.some((slot) => slots.sending.get(slot) !== undefined)
     const operationKey = pushes ? operationKeyBeside(this.keys.prefix, keys[0] as string) : undefined
-    const { keyCount, keysAndArgs } = chunkArguments(slots, chunk, keys, time, heartbeat, operationKey)
+    const { keyCount, keysAndArgs } = chunkArguments(pushEntries(slots, chunk), keys, time, heartbeat, operationKey)
     return this.sendPush({ chunk, generations, keys, time, keyCount, keysAndArgs, since: performance.now() })
   }
 
@@ -623,14 +897,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const sentAt = performance.now()
     let answer: ChunkAnswer
     try {
-      answer = readChunkReply(await this.runSync(push.keyCount, ...push.keysAndArgs), keys)
+      answer = readChunkReply(await this.sent(push.keyCount, push.keysAndArgs), keys)
     } catch (error) {
       // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
       if (chunk.length > 0 && resendAsItWas(error, push.since)) this.doubtful.push(push)
       else for (const [i, slot] of chunk.entries()) this.requeue(slot, generations[i] as number)
       return error instanceof Error ? error : new Error(String(error))
     }
-    this.errors?.answered()
     this.aligned?.measured(answer.serverMs, sentAt, performance.now())
     const syncedAt = time === '-' ? answer.serverMs : Number(time)
     // Not before any unit admitted here: a clock a few ms ahead of Redis's stamps units after
@@ -699,8 +972,12 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       const local = usedOf(model, slots.stateOf(slot, comparedAt), first, comparedAt)
       const others = usedOf(model, state, first, comparedAt) - local + assumed
       const perMs = Math.max(0, others) / (syncedAt - previousSync)
-      if (perMs > 0) slots.others.set(slot, { perMs, assumed: 0 })
-      else slots.others.delete(slot)
+      if (perMs > 0) {
+        slots.others.set(slot, { perMs, assumed: 0 })
+        // Pulled again at the next sync, decided on or not: a rate assumed is never older than one
+        // sync, and a burst the others made once is not charged again after they stopped.
+        if (slots.list(slot)) this.listed.push(slot)
+      } else slots.others.delete(slot)
     }
     slots.setState(slot, state, state === undefined ? 0 : model.expiresAt(state, windows))
     slots.setSyncedAt(slot, syncedAt)
@@ -708,9 +985,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /** A sync that reached Redis for every chunk: the store is synced again. */
   private synced(report: SyncReport): void {
-    this.redisFailing = false
     this.lastGoodSyncAt = this.safeNow()
-    if (this.degradedNoticed) {
+    if (this.degradedNoticed && !this.health.failing) {
       this.degradedNoticed = false
       this.outage = undefined
       this.config.warn(
@@ -784,4 +1060,9 @@ interface DoubtfulPush {
   keysAndArgs: string[]
   /** `performance.now()` when it was first sent. */
   since: number
+}
+
+/** Whether two lists of windows hold the same limits, window by window. */
+function sameLimits(a: readonly Window[], b: readonly Window[]): boolean {
+  return a.length === b.length && a.every((window, i) => window.limit === b[i]?.limit)
 }

@@ -62,15 +62,32 @@ export function chunksOf(names: readonly string[], cluster: boolean): number[][]
   return chunks
 }
 
+/** A key's entry in the sync script's ARGV: its rule's text, then the units it pushes (none: it is only read). */
+export function syncEntryOf(
+  algorithm: AlgorithmName,
+  windows: readonly Window[],
+  units: readonly number[] | undefined,
+): string {
+  if (units === undefined) return `${ruleTextOf(algorithm, windows)}|`
+  return `${ruleTextOf(algorithm, windows)}|${isFolded(units) ? '~' : ''}${units.join(' ')}`
+}
+
+/** The `sending` units of each of the chunk's keys, as the sync script's entries. */
+export function pushEntries(slots: KeySlots, chunk: readonly number[]): string[] {
+  return chunk.map((slot) => {
+    const shape = slots.shape(slot)
+    return syncEntryOf(shape.algorithm, shape.windows, slots.sending.get(slot))
+  })
+}
+
 /**
  * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
  * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `operationKey`
  * makes its push apply once however often it is sent (lua/lib/operation.lua); `names` are the
- * chunk's keys in Redis. Each key pushes its `sending` units (none: it is only read).
+ * chunk's keys in Redis and `entries` theirs in ARGV (`syncEntryOf`).
  */
 export function chunkArguments(
-  slots: KeySlots,
-  chunk: readonly number[],
+  entries: readonly string[],
   names: readonly string[],
   time: string,
   heartbeat: readonly [string, string] | undefined,
@@ -80,13 +97,7 @@ export function chunkArguments(
   if (heartbeat) keys.push(heartbeat[0])
   if (operationKey !== undefined) keys.push(operationKey)
   for (const name of names) keys.push(name)
-  const args: string[] = [time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1']
-  for (const slot of chunk) {
-    const segments = slots.sending.get(slot)
-    const shape = slots.shape(slot)
-    const units = segments === undefined ? '' : `${isFolded(segments) ? '~' : ''}${segments.join(' ')}`
-    args.push(`${ruleTextOf(shape.algorithm, shape.windows)}|${units}`)
-  }
+  const args: string[] = [time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', ...entries]
   return { keyCount: keys.length, keysAndArgs: [...keys, ...args] }
 }
 

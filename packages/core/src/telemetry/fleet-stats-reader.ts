@@ -119,7 +119,10 @@ export interface FleetProcess {
   instance: string
   /** When it last wrote (ms). */
   atMs: number
-  /** Its HybridStore's `stats()`, when its limiter runs on one. */
+  /**
+   * Its HybridStore's `stats()`, when its limiter runs on one, with the counts by rule
+   * (`overAdmittedByRule`, `leaseRoundTripsByRule`) by rule name, as the fleet's counts are, not by state name.
+   */
   hybrid?: Record<string, unknown>
 }
 

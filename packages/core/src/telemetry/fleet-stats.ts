@@ -5,6 +5,7 @@ import { describeValue, TollgateConfigError } from '../errors.js'
 import { validatePrefix } from '../keys.js'
 import type { Limiter } from '../limiter.js'
 import type { DecisionObserver } from '../metrics/decision-observer.js'
+import { NamesOfStates } from '../metrics/names-of-states.js'
 import { DECISION_OUTCOMES, outcomeOf } from '../metrics/outcomes.js'
 import { RuleLabels, windowLabel } from '../metrics/rule-labels.js'
 import { checkOptionsObject, optionKeys, wholeOption } from '../option-objects.js'
@@ -134,6 +135,7 @@ class FleetStatsWriter implements DecisionObserver {
   readonly timeEvery = 0
   private readonly keys: ReturnType<typeof fleetStatsKeys>
   private readonly labels: RuleLabels
+  private readonly namesOfStates = new NamesOfStates()
   private readonly instance = `${process.pid}-${randomBytes(4).toString('hex')}`
   /** Seconds counted and not written yet, by second. */
   private readonly seconds = new Map<number, Map<Rule, RuleSecond>>()
@@ -175,6 +177,7 @@ class FleetStatsWriter implements DecisionObserver {
         denials: new Map(),
       }
       seconds.set(rule, counts)
+      this.namesOfStates.note(rule)
     }
     const outcome = outcomeOf(decision.reason)
     counts.outcomes[outcome] = (counts.outcomes[outcome] as number) + 1
@@ -259,7 +262,7 @@ class FleetStatsWriter implements DecisionObserver {
       const key = this.keys.process(this.instance)
       const live = 3 * this.config.flushIntervalMs
       if (typeof stats === 'function')
-        pipeline.hset(key, 'hybrid', JSON.stringify(stats.call(this.limiter.store), mapsAsObjects))
+        pipeline.hset(key, 'hybrid', JSON.stringify(stats.call(this.limiter.store), this.byRuleLabel))
       pipeline.hset(key, 'at', String(now))
       pipeline.pexpire(key, live)
       pipeline.zadd(this.keys.processes, now, this.instance)
@@ -271,6 +274,20 @@ class FleetStatsWriter implements DecisionObserver {
     await pipeline.exec()
   }
 
+  /**
+   * HybridStats keeps its counts by rule in Maps, which JSON would write as `{}`, keyed by state
+   * name (`name@digest`): written as objects by the rule labels the counts are written under.
+   */
+  private readonly byRuleLabel = (_key: string, value: unknown): unknown => {
+    if (!(value instanceof Map)) return value
+    const byLabel = new Map<string, number>()
+    for (const [stateName, count] of value as Map<string, number>) {
+      const label = this.labels.labelOf(this.namesOfStates.nameOf(stateName))
+      byLabel.set(label, (byLabel.get(label) ?? 0) + count)
+    }
+    return Object.fromEntries(byLabel)
+  }
+
   private sketchOf(label: string): SpaceSaving {
     let sketch = this.top.get(label)
     if (sketch === undefined) {
@@ -279,11 +296,6 @@ class FleetStatsWriter implements DecisionObserver {
     }
     return sketch
   }
-}
-
-/** HybridStats keeps its counts by rule in Maps, which JSON would write as `{}`. */
-function mapsAsObjects(_key: string, value: unknown): unknown {
-  return value instanceof Map ? Object.fromEntries(value) : value
 }
 
 function configOf(options: FleetStatsOptions): FleetStatsConfig {

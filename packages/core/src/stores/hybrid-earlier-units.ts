@@ -1,0 +1,96 @@
+import type { Shape } from './hybrid-slots.js'
+import { chunkArguments, readChunkReply, syncEntryOf } from './hybrid-sync.js'
+import { resendAsItWas } from './operations.js'
+
+/** What an EarlierUnits needs of its HybridStore. */
+export interface EarlierUnitsContext {
+  /** Runs the sync script. */
+  send(keyCount: number, keysAndArgs: string[]): Promise<unknown>
+  operationKey(key: string): string
+  /** Units Redis refused (it ran nothing): back to the key's pending ones, if the slot still holds it. */
+  putBack(slot: number, generation: number, units: readonly number[]): void
+  overAdmitted(rule: string, units: number): void
+}
+
+interface EarlierPush {
+  slot: number
+  generation: number
+  rule: string
+  keys: string[]
+  keyCount: number
+  keysAndArgs: string[]
+  units: readonly number[]
+  since: number
+}
+
+/**
+ * Units a key held, not yet pushed, when its rule's limits changed (a live publish, another
+ * limiter's rule of the same shape): pushed at once, alone, under the limits they were admitted
+ * under, so that Redis counts what passed a limit against the limit in force then. (Pushed with
+ * the next sync under the new limits, a limit lowered from 600 to 50 per minute once reported
+ * 96 units admitted under 600 as over-admitted.) Sent before the next sync on the same
+ * connection, they reach the key before that sync reads it. A push whose call failed without an
+ * answer is sent again as it was with the next sync, under the same operation key.
+ */
+export class EarlierUnits {
+  private readonly doubtful: EarlierPush[] = []
+  private overAdmittedSince = 0
+  private pushedSince = 0
+
+  constructor(private readonly context: EarlierUnitsContext) {}
+
+  push(slot: number, generation: number, key: string, shape: Shape, units: readonly number[], time: string): void {
+    const { keyCount, keysAndArgs } = chunkArguments(
+      [syncEntryOf(shape.algorithm, shape.windows, units)],
+      [key],
+      time,
+      undefined,
+      this.context.operationKey(key),
+    )
+    void this.send({
+      slot,
+      generation,
+      rule: shape.rule,
+      keys: [key],
+      keyCount,
+      keysAndArgs,
+      units,
+      since: performance.now(),
+    })
+  }
+
+  /** Sends again the pushes whose calls failed without an answer; each settles without rejecting. */
+  resendDoubtful(): Array<Promise<void>> {
+    return this.doubtful.splice(0).map((push) => this.send(push))
+  }
+
+  /** Units pushed and pushed above a limit since the last call: the next sync reports them. */
+  takeCounts(): { pushedUnits: number; overAdmitted: number } {
+    const counts = { pushedUnits: this.pushedSince, overAdmitted: this.overAdmittedSince }
+    this.pushedSince = 0
+    this.overAdmittedSince = 0
+    return counts
+  }
+
+  private async send(push: EarlierPush): Promise<void> {
+    let reply: unknown
+    try {
+      reply = await this.context.send(push.keyCount, push.keysAndArgs)
+    } catch (error) {
+      if (resendAsItWas(error, push.since)) this.doubtful.push(push)
+      else this.context.putBack(push.slot, push.generation, push.units)
+      return
+    }
+    let value: ReturnType<typeof readChunkReply>['values'][number] | undefined
+    try {
+      value = readChunkReply(reply, push.keys).values[0]
+    } catch {
+      // A reply that does not parse: Redis ran the push, only what it said is lost.
+      return
+    }
+    if (value === undefined || value instanceof Error) return
+    for (let i = 1; i < push.units.length; i += 2) this.pushedSince += push.units[i] as number
+    this.overAdmittedSince += value.overAdmitted
+    if (value.overAdmitted > 0) this.context.overAdmitted(push.rule, value.overAdmitted)
+  }
+}
