@@ -33,6 +33,8 @@ interface Run {
   admitted: number[]
   overAdmitted: number
   reference: number[]
+  /** Each store's `stats().syncPeriodMs` at the end. */
+  periods: number[]
 }
 
 describe('HybridStore over-admission bound', () => {
@@ -46,7 +48,14 @@ describe('HybridStore over-admission bound', () => {
   })
 
   /** `processes` stores under one seeded load; per 60 s window the units each admitted, and an exact store's. */
-  async function run(algorithm: AlgorithmName, processes: number, extrapolate: boolean, seed: number): Promise<Run> {
+  async function run(
+    algorithm: AlgorithmName,
+    processes: number,
+    extrapolate: boolean,
+    seed: number,
+    // How often each store syncs, where syncIntervalMs says T: syncs slower than the interval.
+    every = T,
+  ): Promise<Run> {
     const clock = new ManualClock(T0)
     const rules = { r: { algorithm, windows: [{ limit: L, period: PERIOD }] } } satisfies RulesOptions
     const prefix = `bound${prefixes++}:`
@@ -65,7 +74,7 @@ describe('HybridStore over-admission bound', () => {
     for (let t = 0; t < WINDOWS * PERIOD; t += STEP) {
       const window = Math.floor(t / PERIOD)
       for (let i = 0; i < processes; i++) {
-        if (t % T === Math.floor((i * T) / processes / STEP) * STEP) {
+        if (t % every === Math.floor((i * every) / processes / STEP) * STEP) {
           const report = await (stores[i] as HybridStore).syncNow()
           expect(report.error).toBeUndefined()
           overAdmitted += report.overAdmitted
@@ -79,9 +88,10 @@ describe('HybridStore over-admission bound', () => {
       }
       clock.advance(STEP)
     }
+    const periods = stores.map((store) => store.stats().syncPeriodMs)
     for (const store of stores) overAdmitted += (await store.syncNow()).overAdmitted
     await Promise.all([...limiters, reference].map((limiter) => limiter.close()))
-    return { admitted, overAdmitted, reference: exact }
+    return { admitted, overAdmitted, reference: exact, periods }
   }
 
   it.each([true, false])(
@@ -99,6 +109,24 @@ describe('HybridStore over-admission bound', () => {
     },
     120_000,
   )
+
+  // Syncs that take longer than the interval lengthen the real period, and the excess grows with
+  // it: the bound holds with the period each store measures, not with syncIntervalMs.
+  it('fixed window, 10 processes syncing every 3 s against an interval of 1 s: within the bound of the period they report', async () => {
+    const every = 3 * T
+    const { admitted, periods } = await run('fixed-window', N, true, 7, every)
+    expect(new Set(periods)).toEqual(new Set([every]))
+    const slowExcess = (R * every * (N - 1)) / N
+    const excess = admitted.map((units) => units - L)
+    for (const [w, units] of excess.entries()) {
+      expect(units, `window ${w}: ${admitted[w]} admitted`).toBeGreaterThanOrEqual(0)
+      expect(units, `window ${w}: ${admitted[w]} admitted`).toBeLessThanOrEqual(2 * slowExcess + MAX_COST)
+    }
+    const mean = excess.reduce((sum, units) => sum + units, 0) / WINDOWS
+    expect(mean).toBeLessThanOrEqual(1.25 * slowExcess)
+    // The bound stated with syncIntervalMs would not hold.
+    expect(mean).toBeGreaterThan(1.25 * EXCESS)
+  }, 120_000)
 
   it.each(['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const)(
     '%s, one process: exactly what one exact store admits',

@@ -12,6 +12,7 @@ import {
 } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
+import { FaultProxy } from '../src/fault-proxy.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { keysWithTtl, keyValues } from '../src/redis-keys.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
@@ -115,6 +116,42 @@ describe('HybridStore', () => {
       expect((await store.syncNow()).overAdmitted).toBe(30)
     },
   )
+
+  it('warns TG_HYBRID_SYNC_SLOW once when a sync takes longer than the interval, and again after one that did not', async () => {
+    const target = new URL(inject('redisUrl'))
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) })
+    const slow = new Redis(proxy.url)
+    closers.push(async () => {
+      slow.disconnect()
+      await proxy.close()
+    })
+    const codes: string[] = []
+    const clock = new ManualClock(T0)
+    const store = hybrid(clock, `slow${prefixes++}:`, {
+      client: slow,
+      syncIntervalMs: 200,
+      syncTimeoutMs: 10_000,
+      onWarning: (_message, code) => codes.push(code ?? ''),
+    })
+    const limiter = limiterOn(store, { r: { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1m' }] } })
+    const syncOnce = async (delayMs: number) => {
+      proxy.set(delayMs > 0 ? { kind: 'delay', delayMs } : { kind: 'pass' })
+      await limiter.consume('r', 'user:1')
+      clock.advance(1_000)
+      const report = await store.syncNow()
+      expect(report.error).toBeUndefined()
+      return report
+    }
+    expect((await syncOnce(0)).durationMs).toBeLessThan(200)
+    expect(codes).toEqual([])
+    expect((await syncOnce(300)).durationMs).toBeGreaterThan(200)
+    await syncOnce(300)
+    expect(codes).toEqual(['TG_HYBRID_SYNC_SLOW'])
+    await syncOnce(0)
+    await syncOnce(300)
+    expect(codes).toEqual(['TG_HYBRID_SYNC_SLOW', 'TG_HYBRID_SYNC_SLOW'])
+    expect(store.stats().syncPeriodMs).toBe(1_000)
+  })
 
   // A fixed window's side key (`:prev`) of another type once failed the sync script for its whole
   // chunk: neighbours never reached Redis, and the process went degraded.

@@ -113,7 +113,8 @@ export interface HybridStoreOptions {
   syncTimeoutMs?: number
   /**
    * Where the store's warnings go (`TG_HYBRID_DEGRADED` when decisions start following the outage
-   * policy, `TG_HYBRID_RECOVERED` when a sync succeeds again).
+   * policy, `TG_HYBRID_RECOVERED` when a sync succeeds again, `TG_HYBRID_SYNC_SLOW` when a sync
+   * takes longer than `syncIntervalMs`).
    * @default process.emitWarning
    */
   onWarning?: WarningHandler

@@ -51,6 +51,13 @@ export interface SyncReport {
   /** Strict mode: units this process holds reserved in Redis after this sync (0 in approximate mode). */
   reservedUnits: number
   durationMs: number
+  /**
+   * Since the sync before this one started (the store's clock, ms): the real period, which a sync
+   * longer than `syncIntervalMs` lengthens, and with it the over-admission bound
+   * (docs/hybrid.md). Undefined for the first sync.
+   * @example 1043
+   */
+  syncPeriodMs?: number
   /** Live processes Redis counted at this sync; undefined when it failed. */
   instances?: number
   /** Why the sync failed (code `TG_STORE`); its units are pushed again at the next sync. */
@@ -85,6 +92,12 @@ export interface HybridStats {
   leaseRoundTrips: number
   /** Strict mode: units this process holds reserved in Redis now (0 in approximate mode). */
   reservedUnits: number
+  /**
+   * The real sync period: between the starts of the last two syncs (ms, the store's clock), 0
+   * before the second. The over-admission bound docs/hybrid.md states runs on this T, not on
+   * `syncIntervalMs`: syncs that take longer than the interval lengthen it.
+   */
+  syncPeriodMs: number
   /**
    * Every sync's `overAdmitted` since the store was made, by rule: units this process pushed
    * above a window's limit. Rules that never over-admitted are absent. A rule is named as its
@@ -179,6 +192,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private evictedUnsynced = 0
   private readonly overAdmittedByRule = new Map<string, number>()
   private syncing: Promise<SyncReport> | undefined
+  /** When the last sync started, and the time between the last two starts (the store's clock). */
+  private lastSyncStartAt = 0
+  private syncPeriodMs = 0
+  /** Whether the last sync took longer than the interval, warned once until one does not. */
+  private slowNoticed = false
   /** Pushes whose calls failed, their units still `sending`: sent again as they were at the next sync. */
   private readonly doubtful: DoubtfulPush[] = []
   private timer: NodeJS.Timeout | undefined
@@ -594,6 +612,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       evictedUnsynced: this.evictedUnsynced,
       leaseRoundTrips: this.exchange?.roundTrips ?? 0,
       reservedUnits: this.book?.reservedUnits() ?? 0,
+      syncPeriodMs: this.syncPeriodMs,
       overAdmittedByRule: new Map(this.overAdmittedByRule),
       leaseRoundTripsByRule: new Map(this.exchange?.roundTripsByRule),
     }
@@ -737,6 +756,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       report.error = error as TollgateError
       return this.reported(report, started)
     }
+    if (this.lastSyncStartAt > 0) {
+      this.syncPeriodMs = now - this.lastSyncStartAt
+      report.syncPeriodMs = this.syncPeriodMs
+    }
+    this.lastSyncStartAt = now
     const { book } = this
     const leases: Lease[] = book ? [...book.listed] : []
     book?.listed.clear()
@@ -745,7 +769,9 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     for (const slot of batch) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
     // Each key's name in Redis, built once per sync: it groups the keys by Cluster slot and goes in the script's KEYS.
     const names = book ? leases.map((lease) => lease.key) : batch.map((slot) => this.slots.key(slot))
-    const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${3 * this.config.syncIntervalMs}`]
+    // Alive for three periods: a process whose syncs run slow is still counted between them.
+    const alive = 3 * Math.max(this.config.syncIntervalMs, this.syncPeriodMs)
+    const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${alive}`]
     // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
     // with nothing to sync, it goes alone.
     const calls: Array<{ indices: number[]; names: string[]; heartbeat: boolean }> = chunksOf(names, this.cluster).map(
@@ -1028,6 +1054,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   private reported(report: SyncReport, started: number): SyncReport {
     report.durationMs = performance.now() - started
+    this.noticeSlow(report.durationMs)
     if (this.exchange && this.book) {
       report.leaseRoundTrips = this.exchange.roundTrips - this.roundTripsReported
       this.roundTripsReported = this.exchange.roundTrips
@@ -1035,6 +1062,24 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     }
     this.emit('sync', report)
     return report
+  }
+
+  /**
+   * A sync longer than the interval lengthens the real period, and with it the staleness and the
+   * over-admission bound: said once (`TG_HYBRID_SYNC_SLOW`) until a sync ends within the interval.
+   */
+  private noticeSlow(durationMs: number): void {
+    const { syncIntervalMs } = this.config
+    if (durationMs <= syncIntervalMs) {
+      this.slowNoticed = false
+      return
+    }
+    if (this.slowNoticed) return
+    this.slowNoticed = true
+    this.config.warn(
+      `HybridStore: a sync took ${Math.round(durationMs)} ms, longer than syncIntervalMs ${syncIntervalMs}: the real period (stats().syncPeriodMs) sets the over-admission bound, and grows with the keys a sync carries; see docs/hybrid.md, "Capacity"`,
+      'TG_HYBRID_SYNC_SLOW',
+    )
   }
 
   /** The store's time, or the last good sync's when its clock fails (the sync reports that failure). */
