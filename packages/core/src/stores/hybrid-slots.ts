@@ -46,8 +46,9 @@ const MAX_SHAPES = 0xffff
  * have more, or a push under way.
  *
  * The order a full table forgets in is CLOCK over the slots: a hand goes round and takes the
- * first slot not used since it last came by. A key with units not yet pushed is not forgotten
- * while Redis can take them: its units would be lost, and the key would come back empty.
+ * first slot not used since it last came by, a key with nothing to push first: one with units
+ * not yet pushed goes only once they are handed to a push of their own, never while a push of
+ * its units is under way, so that no unit admitted is lost with its key.
  */
 export class KeySlots {
   /** Slots by rule, then identifier: a decision finds its key without building its Redis name. */
@@ -154,6 +155,19 @@ export class KeySlots {
   evictSynced(): boolean {
     const slot = this.victim(true)
     if (slot < 0) return false
+    this.remove(slot)
+    return true
+  }
+
+  /**
+   * Forgets a key with no push under way, handing its units not yet pushed to `push` first; false
+   * when every slot looked at had a push under way (its answer is the key's: the next sync ends it).
+   */
+  evictPushing(push: (slot: number, units: number[]) => void): boolean {
+    const slot = this.victim(true, true)
+    if (slot < 0) return false
+    const units = this.takePending(slot)
+    if (units !== undefined) push(slot, units)
     this.remove(slot)
     return true
   }
@@ -432,17 +446,18 @@ export class KeySlots {
   }
 
   /**
-   * CLOCK: the first slot the hand finds not used since it last came by. `synced`: only a key with
-   * nothing to push, within VICTIM_LOOK slots (-1 past them), so that a table full of units not
-   * yet pushed costs a new key a bounded look, not a round of the table.
+   * CLOCK: the first slot the hand finds not used since it last came by. `looking`: only a key with
+   * nothing to push (`pendingAllowed`: nothing being pushed), within VICTIM_LOOK slots (-1 past
+   * them), so that a table full of units not yet pushed costs a new key a bounded look, not a
+   * round of the table.
    */
-  private victim(synced: boolean): number {
+  private victim(looking: boolean, pendingAllowed = false): number {
     const end = this.identifiers.length
-    for (let looked = 0; !synced || looked < VICTIM_LOOK; looked++) {
+    for (let looked = 0; !looking || looked < VICTIM_LOOK; looked++) {
       if (this.hand >= end) this.hand = 0
       const slot = this.hand++
       if (this.identifiers[slot] === undefined) continue
-      if (synced && this.unsynced(slot)) continue
+      if (looking && (pendingAllowed ? this.sending.has(slot) : this.unsynced(slot))) continue
       const flags = this.flags[slot] as number
       if ((flags & USED) === 0) return slot
       this.flags[slot] = flags & ~USED

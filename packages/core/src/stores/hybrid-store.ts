@@ -11,13 +11,13 @@ import { ClientErrors, type ErrorEvents } from './client-errors.js'
 import { evaluateLocally } from './evaluate-locally.js'
 import { pendingUnits } from './hybrid-bucket-fold.js'
 import { ServerAlignedClock } from './hybrid-clock.js'
-import { EarlierUnits } from './hybrid-earlier-units.js'
 import { hybridInstancesKey } from './hybrid-instances.js'
 import { type Lease, LeaseBook } from './hybrid-lease-book.js'
 import { type LeaseChunkOutcome, LeaseExchange } from './hybrid-leases.js'
 import { NodeHealth } from './hybrid-node-health.js'
 import { type HybridConfig, type HybridStoreOptions, hybridConfigOf } from './hybrid-options.js'
 import { OutageTable } from './hybrid-outage.js'
+import { PushedAlone } from './hybrid-pushed-alone.js'
 import { record, usedOf, withUnits } from './hybrid-segments.js'
 import { KeySlots, type Shape, SlotList } from './hybrid-slots.js'
 import {
@@ -84,8 +84,9 @@ export interface HybridStats {
    */
   mode: 'synced' | 'degraded'
   /**
-   * Keys dropped by `maxTrackedKeys` with units not yet pushed, whose units never reach Redis: only
-   * while syncs fail, or when every key looked at still held units after several syncs.
+   * Keys dropped by `maxTrackedKeys` whose units never reached Redis: only when every key the
+   * eviction hand looked at had a push under way, several syncs in a row, or Redis refused the
+   * push of a forgotten key's units with an error.
    */
   evictedUnsynced: number
   /** Strict mode: decisions that waited on Redis since the store started (0 in approximate mode). */
@@ -177,8 +178,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly errors: ClientErrors | undefined
   /** The connections' silence, which bounds a decision waiting on Redis (a read, a lease, a sync). */
   private readonly watches: ReplyWatches
-  /** Units a key held when its rule's limits changed, pushed under the limits they were admitted under. */
-  private readonly earlier: EarlierUnits
+  /** Units pushed outside a sync: under a key's earlier limits, or of a key forgotten to make room. */
+  private readonly alone: PushedAlone
   /** The sync decisions waiting for a free slot wait on: one at a time, however many wait. */
   private roomSync: Promise<SyncReport> | undefined
   private readonly resetKeys: ReturnType<typeof keysReset>
@@ -215,11 +216,14 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: syncScript.lua })
     this.runSync = (commands[COMMAND] as SyncCommand).bind(client)
     this.watches = new ReplyWatches(client, this.cluster)
-    this.earlier = new EarlierUnits({
+    this.alone = new PushedAlone({
       send: (keyCount, keysAndArgs) => this.sent(keyCount, keysAndArgs),
       operationKey: (key) => operationKeyBeside(prefix, key),
       putBack: (slot, generation, units) => {
-        if (!this.slots.holds(slot, generation)) return
+        if (!this.slots.holds(slot, generation)) {
+          this.evictedUnsynced++
+          return
+        }
         this.slots.putBack(slot, units)
         if (this.slots.list(slot)) this.listed.push(slot)
       },
@@ -357,7 +361,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     )
   }
 
-  /** Whether a target is new to a table with no free slot for it. */
+  /** Whether a target is new to a table with no free slot for it (one forgotten may come back). */
   private lacksRoom(targets: readonly StoreTarget[]): boolean {
     const { slots } = this
     if (slots.size + targets.length <= this.config.maxTrackedKeys) return false
@@ -371,7 +375,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    * forgot to make room: decided from empty, it would be admitted its limit again at every
    * return, however often the process had synced it. So its totals are read from Redis first (one
    * round trip, the sync script pushing nothing), and it takes the slot of a key with nothing to
-   * push; when every slot looked at holds units not yet pushed, a sync pushes them first.
+   * push, or else of one whose units then go to Redis in a push of their own; when every slot
+   * looked at has a push under way, it waits for that sync.
    */
   private async readFirst(request: StoreRequest, asker?: StoreReceiver): Promise<StoreResult> {
     try {
@@ -475,7 +480,9 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       if (slot >= 0) slots.markUsed(slot)
       else needed++
     }
-    while (slots.size + needed > this.config.maxTrackedKeys) if (!slots.evictSynced()) return false
+    while (slots.size + needed > this.config.maxTrackedKeys) {
+      if (!slots.evictSynced() && !slots.evictPushing(this.pushForgotten)) return false
+    }
     const now = this.safeNow()
     fresh.forEach((target, i) => {
       // Another decision's read may have adopted it meanwhile, with totals as recent.
@@ -697,17 +704,26 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (!slots.hasPending(slot) || sameLimits(before.windows, shape.windows)) return
     const units = slots.takePending(slot) as number[]
     const time = this.config.clock ? String(this.safeNow()) : '-'
-    this.earlier.push(slot, slots.generation(slot), slots.key(slot), before, units, time)
+    this.alone.push(slot, slots.generation(slot), slots.key(slot), before, units, time)
   }
 
   /**
-   * A new key's slot: in a full table, a key's with nothing to push, or, while Redis takes no
-   * units (or after `ROOM_ATTEMPTS` syncs found no such key), any key's, its units lost.
+   * A new key's slot: in a full table, a key's with nothing to push, else one's whose units are
+   * pushed alone first, else (every key looked at has a push under way) any key's, its units lost.
    */
   private newSlot(identifier: string, shape: Shape): number {
     const { slots } = this
-    if (slots.full && !slots.evictSynced() && slots.evictAny()) this.evictedUnsynced++
+    if (slots.full && !slots.evictSynced() && !slots.evictPushing(this.pushForgotten) && slots.evictAny()) {
+      this.evictedUnsynced++
+    }
     return slots.add(identifier, shape)
+  }
+
+  /** A key forgotten to make room: its units not yet pushed go to Redis at once, alone. */
+  private readonly pushForgotten = (slot: number, units: number[]): void => {
+    const { slots } = this
+    const time = this.config.clock ? String(this.safeNow()) : '-'
+    this.alone.push(slot, slots.generation(slot), slots.key(slot), slots.shape(slot), units, time)
   }
 
   /**
@@ -803,7 +819,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       return this.sendChunk(chunk, call.names, time, beat)
     })
     // Pushes whose calls failed go again as they were, beside this sync's own.
-    this.earlier.resendDoubtful()
+    this.alone.resendDoubtful()
     for (const [key, outcome] of this.exchange?.resendDoubtful() ?? []) {
       firstKeys.push(key)
       outcomes.push(outcome)
@@ -851,7 +867,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       }
       if (outcome.keyError) report.error ??= outcome.keyError
     })
-    const earlier = this.earlier.takeCounts()
+    const earlier = this.alone.takeCounts()
     report.overAdmitted += earlier.overAdmitted
     report.pushedUnits += earlier.pushedUnits
     const at = this.safeNow()

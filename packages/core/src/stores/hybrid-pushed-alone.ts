@@ -1,18 +1,19 @@
+import { pendingUnits } from './hybrid-bucket-fold.js'
 import type { Shape } from './hybrid-slots.js'
 import { chunkArguments, readChunkReply, syncEntryOf } from './hybrid-sync.js'
 import { resendAsItWas } from './operations.js'
 
-/** What an EarlierUnits needs of its HybridStore. */
-export interface EarlierUnitsContext {
+/** What a PushedAlone needs of its HybridStore. */
+export interface PushedAloneContext {
   /** Runs the sync script. */
   send(keyCount: number, keysAndArgs: string[]): Promise<unknown>
   operationKey(key: string): string
-  /** Units Redis refused (it ran nothing): back to the key's pending ones, if the slot still holds it. */
+  /** Units Redis refused (it ran nothing): back to the key's pending ones, if the slot still holds it, else lost. */
   putBack(slot: number, generation: number, units: readonly number[]): void
   overAdmitted(rule: string, units: number): void
 }
 
-interface EarlierPush {
+interface AlonePush {
   slot: number
   generation: number
   rule: string
@@ -24,20 +25,21 @@ interface EarlierPush {
 }
 
 /**
- * Units a key held, not yet pushed, when its rule's limits changed (a live publish, another
- * limiter's rule of the same shape): pushed at once, alone, under the limits they were admitted
- * under, so that Redis counts what passed a limit against the limit in force then. (Pushed with
- * the next sync under the new limits, a limit lowered from 600 to 50 per minute once reported
- * 96 units admitted under 600 as over-admitted.) Sent before the next sync on the same
+ * Units pushed at once, alone, outside a sync: those a key held when its rule's limits changed (a
+ * live publish, another limiter's rule of the same shape), pushed under the limits they were
+ * admitted under, so that Redis counts what passed a limit against the limit in force then
+ * (pushed with the next sync under the new limits, a limit lowered from 600 to 50 per minute once
+ * reported 96 units admitted under 600 as over-admitted); and those of a key a full table forgets
+ * to make room, which would otherwise be lost with it. Sent before the next sync on the same
  * connection, they reach the key before that sync reads it. A push whose call failed without an
  * answer is sent again as it was with the next sync, under the same operation key.
  */
-export class EarlierUnits {
-  private readonly doubtful: EarlierPush[] = []
+export class PushedAlone {
+  private readonly doubtful: AlonePush[] = []
   private overAdmittedSince = 0
   private pushedSince = 0
 
-  constructor(private readonly context: EarlierUnitsContext) {}
+  constructor(private readonly context: PushedAloneContext) {}
 
   push(slot: number, generation: number, key: string, shape: Shape, units: readonly number[], time: string): void {
     const { keyCount, keysAndArgs } = chunkArguments(
@@ -72,7 +74,7 @@ export class EarlierUnits {
     return counts
   }
 
-  private async send(push: EarlierPush): Promise<void> {
+  private async send(push: AlonePush): Promise<void> {
     let reply: unknown
     try {
       reply = await this.context.send(push.keyCount, push.keysAndArgs)
@@ -89,7 +91,7 @@ export class EarlierUnits {
       return
     }
     if (value === undefined || value instanceof Error) return
-    for (let i = 1; i < push.units.length; i += 2) this.pushedSince += push.units[i] as number
+    this.pushedSince += pendingUnits(push.units)
     this.overAdmittedSince += value.overAdmitted
     if (value.overAdmitted > 0) this.context.overAdmitted(push.rule, value.overAdmitted)
   }
