@@ -39,7 +39,11 @@ export class PushedAlone {
   private overAdmittedSince = 0
   private pushedSince = 0
 
-  constructor(private readonly context: PushedAloneContext) {}
+  /** `maxDoubtful`: pushes kept to be sent again at most; past it, a failed push's units are lost (`putBack`). */
+  constructor(
+    private readonly maxDoubtful: number,
+    private readonly context: PushedAloneContext,
+  ) {}
 
   push(slot: number, generation: number, key: string, shape: Shape, units: readonly number[], time: string): void {
     const { keyCount, keysAndArgs } = chunkArguments(
@@ -79,7 +83,7 @@ export class PushedAlone {
     try {
       reply = await this.context.send(push.keyCount, push.keysAndArgs)
     } catch (error) {
-      if (resendAsItWas(error, push.since)) this.doubtful.push(push)
+      if (resendAsItWas(error, push.since) && this.doubtful.length < this.maxDoubtful) this.doubtful.push(push)
       else this.context.putBack(push.slot, push.generation, push.units)
       return
     }

@@ -84,9 +84,9 @@ export interface HybridStats {
    */
   mode: 'synced' | 'degraded'
   /**
-   * Keys dropped by `maxTrackedKeys` whose units never reached Redis: only when every key the
-   * eviction hand looked at had a push under way, several syncs in a row, or Redis refused the
-   * push of a forgotten key's units with an error.
+   * Keys dropped by `maxTrackedKeys` whose units never reached Redis: only while syncs fail, when
+   * every key the eviction hand looked at had a push under way several syncs in a row, or when
+   * Redis refused the push of a forgotten key's units with an error.
    */
   evictedUnsynced: number
   /** Strict mode: decisions that waited on Redis since the store started (0 in approximate mode). */
@@ -216,7 +216,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: syncScript.lua })
     this.runSync = (commands[COMMAND] as SyncCommand).bind(client)
     this.watches = new ReplyWatches(client, this.cluster)
-    this.alone = new PushedAlone({
+    this.alone = new PushedAlone(this.config.maxTrackedKeys, {
       send: (keyCount, keysAndArgs) => this.sent(keyCount, keysAndArgs),
       operationKey: (key) => operationKeyBeside(prefix, key),
       putBack: (slot, generation, units) => {
@@ -709,11 +709,15 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /**
    * A new key's slot: in a full table, a key's with nothing to push, else one's whose units are
-   * pushed alone first, else (every key looked at has a push under way) any key's, its units lost.
+   * pushed alone first, else (Redis failing, or every key looked at has a push under way) any
+   * key's, its units lost.
    */
   private newSlot(identifier: string, shape: Shape): number {
     const { slots } = this
-    if (slots.full && !slots.evictSynced() && !slots.evictPushing(this.pushForgotten) && slots.evictAny()) {
+    if (!slots.full || slots.evictSynced()) return slots.add(identifier, shape)
+    // While Redis fails, a push of a forgotten key's units would only wait to be sent again, and a
+    // flood of identifiers would pile them up: its units go with it, counted.
+    if ((this.health.failing || !slots.evictPushing(this.pushForgotten)) && slots.evictAny()) {
       this.evictedUnsynced++
     }
     return slots.add(identifier, shape)
