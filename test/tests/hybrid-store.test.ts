@@ -524,11 +524,13 @@ describe('HybridStore bounds', () => {
     const prefix = `flood${prefixes++}:`
     const store = new HybridStore({ client, prefix, maxTrackedKeys: 1_000, onWarning: () => {} })
     const rules = { r: { algorithm: 'fixed-window', windows: [{ limit: 10, period: '1h' }] } } as const
-    const limiter = createLimiter({ store, rules, onWarning: () => {} })
+    // A bound a Redis sharing two cores with the suite's other files keeps to, as in
+    // redis-flood.test.ts: at the default 100 ms, run beside other test files, once 8,380 were ok.
+    const limiter = createLimiter({ store, rules, storeTimeoutMs: 500, onWarning: () => {} })
     const decisions = await Promise.all(Array.from({ length: 20_000 }, (_, i) => limiter.consume('r', `user:${i}`)))
     const reasons = new Map<string, number>()
     for (const { reason } of decisions) reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
-    expect(reasons).toEqual(new Map([['ok', 20_000]]))
+    expect([...reasons]).toEqual([['ok', 20_000]])
     expect(store.stats()).toMatchObject({ evictedUnsynced: 0 })
     expect(store.stats().trackedKeys).toBeLessThanOrEqual(1_000)
     await limiter.close()

@@ -39,6 +39,7 @@ const PUBLIC_EXPORTS = [
   'decisionOutcome',
   'describeValue',
   'formatDuration',
+  'forwardedClientAddress',
   'hybridInstancesKey',
   'hybridStoreOf',
   'ipIdentifier',

@@ -2,13 +2,15 @@ import {
   createRateLimit,
   type Decision,
   describeValue,
+  forwardedClientAddress,
   type RateLimit,
   type RateLimitOptions,
   TollgateConfigError,
+  type TrustProxy,
 } from '@tollgate/core'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import { ANSWER, Answer } from './answer.js'
-import { clientAddress, nodeSocketAddress } from './client-address.js'
+import { nodeSocketAddress } from './node-socket-address.js'
 
 export type { Decision, RateLimitOptions } from '@tollgate/core'
 export { byIpAndUser, ipIdentifier, userIdentifier } from '@tollgate/core'
@@ -49,7 +51,7 @@ export interface HonoRateLimitOptions<E extends Env = AnyEnv> extends RateLimitO
    * (`TG_UNTRUSTED_FORWARDED_FOR`, once)
    * @example (address) => address === '10.0.0.1'
    */
-  trustProxy?: boolean | ((address: string) => boolean)
+  trustProxy?: TrustProxy
 }
 
 export interface RateLimitMiddleware<E extends Env = AnyEnv> extends MiddlewareHandler<E> {
@@ -91,7 +93,7 @@ export function rateLimit<E extends Env = AnyEnv>(options: HonoRateLimitOptions<
     const answer = earlier ?? new Answer(c.req.raw)
     if (!earlier) held[ANSWER] = answer
     const checked = limit.checkNow(c, {
-      ip: clientAddress(peer, forwardedFor, trustProxy),
+      ip: forwardedClientAddress(peer, forwardedFor, trustProxy),
       forwardedFor,
       proxyTrusted: trustProxy !== false,
       socketAddress: peer,

@@ -667,6 +667,12 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /** Marks the nodes serving the targets as answering (`at`) or failed (undefined). */
   private heardFrom(targets: readonly StoreTarget[], at: number | undefined): void {
+    // One node off a Cluster: no key to build.
+    if (!this.cluster) {
+      if (at === undefined) this.health.failed('', this.heartbeatKey)
+      else this.health.answered('', at)
+      return
+    }
     for (const target of targets) {
       const key = this.keyOf(target)
       const node = this.health.nodeOf(key)

@@ -24,8 +24,8 @@ export interface MemoryStoreOptions {
    * your longest period. Every decision that finds a state uses it: one that charges, one that
    * refuses, a peek or a refund, so an identifier kept refused is among the last to go. The order
    * is CLOCK, an approximation of least recently used: a hand goes round the states and drops the
-   * first one not used since it last came by. Measured: about 240–290 bytes of heap per key for a
-   * fixed window and 580–630 for a sliding log, so the default holds up to ~560 MB.
+   * first one not used since it last came by. The heap a key takes, by algorithm, is measured by
+   * `pnpm --filter @tollgate/bench memory-bound` (bench/README.md): size the bound by it.
    * @default 1_000_000
    * @example new MemoryStore({ maxKeys: 100_000 })
    */
