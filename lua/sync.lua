@@ -3,6 +3,10 @@
 -- process can carry on from the fleet's totals. Every key is written as decide.lua
 -- would write it, so a RedisStore on the same keys sees the units, and this sees its charges.
 --
+-- A sync carries up to a million keys a second, so what a key costs here and in the process is
+-- what a sync costs: the keys are read with one MGET, their entries come as one text and their
+-- values go back as one, and a rule's text comes once for all its keys.
+--
 -- KEYS     [the instances key, when ARGV[2] is not ''], [the push's operation key, when ARGV[3]
 --          is not ''], then one state key per entry; a fixed-window entry's side key is its key
 --          with ':prev' appended, which shares its hash tag and so its Cluster slot
@@ -11,13 +15,15 @@
 --              older than ttl_ms dropped), or ''
 --          [3] '1' when the call carries an operation's key: a call that finds it set (sent
 --              again after a lost reply) pushes nothing and only reads (lib/operation.lua)
---          then one entry per key: 'code limit period limit period …|at units at units …',
---          segments in time order, units negative for a refund; no segment: only read. A bucket's
---          entry may instead hold its units folded, '~first last units floor shift …'
---          (lib/bucket.lua)
--- Reply    server time in ms, the number of live instances (-1 without a heartbeat), then per
---          entry: the value after ('' for no key), or '!' and why the entry failed, and the
---          units pushed above a limit
+--          [4] lines, each ended by '\n': a rule's text, 'code limit period limit period …' (it
+--              starts with a lowercase letter), which the entries after it follow; or an entry,
+--              one per state key in order: the units pushed, 'at units at units …', segments in
+--              time order, units negative for a refund, or nothing to only read. A bucket's entry
+--              may instead hold its units folded, '~first last units floor shift …' (lib/bucket.lua)
+-- Reply    server time in ms, the number of live instances (-1 without a heartbeat), then the
+--          entries' values after, each ended by '\n': the value ('' for no key), or '!' and why the
+--          entry failed; then, for each entry that pushed units above a limit, its number (from
+--          1) and those units
 
 --#include lib/numbers.lua
 --#include lib/expire.lua
@@ -33,50 +39,75 @@
 local KEYS, ARGV = KEYS, ARGV
 local server_now, now = call_time(ARGV[1])
 
-local reply, key = { server_now, -1 }, 1
+local reply, first = { server_now, -1 }, 1
 if ARGV[2] ~= '' then
   reply[2] = heartbeat(KEYS[1], ARGV[2], now)
-  key = 2
+  first = 2
 end
 local operation, ran_before = nil, false
 if ARGV[3] ~= '' then
-  operation, key = KEYS[key], key + 1
+  operation, first = KEYS[first], first + 1
   ran_before = operation_ran(operation)
 end
 
 -- Keys of one rule send the same rule text, which is parsed once per call.
 local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module })
 
-local s, segments = {}, {}
-for arg = 4, #ARGV do
-  local text, pushed = string.match(ARGV[arg], '^([^|]*)|(.*)$')
-  if ran_before then
-    pushed = ''
-  end
-  local rule = rule_of(text)
-  local folded = string.sub(pushed, 1, 1) == '~'
-  if folded then
-    pushed = string.sub(pushed, 2)
-  end
-  read_segments(pushed, segments)
-  local name = KEYS[key]
-  local raw, after, over = redis.pcall('GET', name), nil, 0
-  if type(raw) == 'table' then
-    -- A key of another type (WRONGTYPE) fails its entry alone: '!' and what Redis said.
-    after = '!' .. tostring(raw.err)
-  elseif folded and rule.code ~= 'tb' then
-    after = '!units folded for the rule ' .. text .. ', which is not a bucket'
+-- MGET answers nil for a key of another type as for none: write_counter's `absent` tells them apart.
+local values = {}
+if first <= #KEYS then
+  values = call('MGET', unpack(KEYS, first, #KEYS))
+end
+local s, segments, over, afters = {}, {}, {}, {}
+local lines, rule, entry = ARGV[4] or '', nil, 0
+local position, size = 1, #lines
+while position <= size do
+  local stop = find(lines, '\n', position, true) or size + 1
+  local lead = byte(lines, position)
+  -- A lowercase letter (bytes 97 to 122): a rule's text.
+  if lead and lead >= 97 and lead <= 122 and stop > position then
+    rule = rule_of(sub(lines, position, stop - 1))
   else
-    -- A side key of another type fails its entry alone too: it is read before anything is written.
-    local ok, added_over, added_after = pcall(add_to_key, rule, name, raw, now, segments, s, folded)
-    if ok then
-      over, after = added_over, added_after
+    entry = entry + 1
+    local name, raw = KEYS[first + entry - 1], values[entry]
+    local from = position
+    local folded = lead == 126 and stop > position -- '~'
+    if folded then
+      from = from + 1
+    end
+    if ran_before then
+      from = stop
+    end
+    read_segments(lines, segments, from, stop - 1)
+    local after, pushed_over = nil, 0
+    if not name then
+      after = '!an entry with no key'
+    elseif not rule then
+      after = '!no rule text before the entry'
+    elseif folded and rule.code ~= 'tb' then
+      after = '!units folded for a rule that is not a bucket'
     else
-      after = '!' .. tostring(type(added_over) == 'table' and added_over.err or added_over)
+      -- A key or side key of another type fails its entry alone: it is read before anything is written.
+      local ok, added_over, added_after = pcall(add_to_key, rule, name, raw, now, segments, s, folded, not raw)
+      if ok then
+        pushed_over, after = added_over, added_after
+      else
+        -- A value never holds a line break; an error's text might.
+        after = '!' .. string.gsub(tostring(type(added_over) == 'table' and added_over.err or added_over), '\n', ' ')
+      end
+    end
+    afters[entry] = after
+    if pushed_over > 0 then
+      over[#over + 1] = entry
+      over[#over + 1] = pushed_over
     end
   end
-  reply[#reply + 1], reply[#reply + 2] = after, over
-  key = key + 1
+  position = stop + 1
+end
+afters[entry + 1] = ''
+reply[3] = table.concat(afters, '\n')
+for j = 1, #over do
+  reply[3 + j] = over[j]
 end
 if operation and not ran_before then
   operation_done(operation)

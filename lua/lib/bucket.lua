@@ -210,7 +210,7 @@ local function bucket_module()
   -- one by one would make of it. When the bucket was measured after `first` (by another process
   -- or a RedisStore), the refill the fold counted before that measurement, which the deficit
   -- holds already, is taken back, so the units never count for less than the segments would.
-  function module.sync(key, raw, windows, now, segments, s, folded)
+  function module.sync(key, raw, windows, now, segments, s, folded, absent)
     parse_counter(raw, windows, s, 0, 2, legacy)
     local moved = false
     for k = 1, #windows do
@@ -244,7 +244,7 @@ local function bucket_module()
         latest = max(latest, s[i] + ceil(s[i + 1] / per_ms))
       end
     end
-    return over, write_counter(key, windows, s, 0, 2, latest, now, nil) or ''
+    return over, write_counter(key, windows, s, 0, 2, latest, now, nil, absent) or ''
   end
 
   return module

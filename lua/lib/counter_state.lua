@@ -112,10 +112,15 @@ end
 -- expiring at `expires_at` (deleted if that has come): compact for one window when the fields are whole numbers ≥ 0 (else fmt would print a
 -- point or a sign) and all but f1 have at most 9 digits, else text. `kept` is a compact f1 read
 -- that is also the key's expiry: a compact write with the same f1 keeps the TTL as it is.
-local function write_counter(key, windows, s, at, arity, expires_at, now, kept)
+-- `absent`: the key was read with MGET, which answers nil for a key of another type as for none,
+-- so it is written only if it does not exist (NX) and never deleted; a key of another type then
+-- fails with what GET says of it, as when it is read alone.
+local function write_counter(key, windows, s, at, arity, expires_at, now, kept, absent)
   local ttl = expires_at - now
   if ttl <= 0 then
-    call('DEL', key)
+    if not absent then
+      call('DEL', key)
+    end
     return false
   end
   local count, value = #windows, nil
@@ -152,6 +157,12 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept)
     end
   end
   -- Redis prints a number argument with '%.17g', exact for any integer a double holds.
+  if absent then
+    if not call('SET', key, value, 'PX', ttl, 'NX') then
+      call('GET', key)
+    end
+    return value
+  end
   call('SET', key, value, 'PX', ttl)
   return value
 end

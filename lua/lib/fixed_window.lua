@@ -140,16 +140,19 @@ local function fixed_window_module()
     return n
   end
 
-  -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
+  -- Sync (sync.lua): the key's value `raw` (its read) plus a process's segments, each `units`
   -- (negative: a refund) admitted at `at`, added to the windows they were admitted in without a
-  -- check: they were admitted already. `side` keeps each window's last finished count a period
-  -- longer, so that a process syncing after another moved the window on still adds to the window
-  -- its units belong to. State a faster clock stamped is moved back to now first, as a decision
-  -- moves it. Returns the units pushed above a limit, in the order Redis applied them, and the
-  -- value the key holds after ('' for none).
-  function module.sync(key, raw, side, windows, now, segments, s)
-    parse_counter(raw, windows, s, 0, 2, legacy)
-    local count, last, moved = #windows, 2 * #windows, false
+  -- check: they were admitted already. A side key, the key's name with ':prev', keeps each
+  -- window's last finished count a period longer, so that a process syncing after another moved
+  -- the window on still adds to the window its units belong to; it is read only when a segment
+  -- moves a window on or is late, which most syncs never do. State a faster clock stamped is moved
+  -- back to now first, as a decision moves it. `absent`: write_counter's. Returns the units pushed
+  -- above a limit, in the order Redis applied them, and the value the key holds after ('' for none).
+  function module.sync(key, raw, windows, now, segments, s, absent)
+    -- A compact value's first field is the key's expiry: a write that keeps it keeps the TTL.
+    local kept = parse_counter(raw, windows, s, 0, 2, legacy)
+    local side
+    local count, last, moved, side_read = #windows, 2 * #windows, false, false
     for k = 1, count do
       local i, period = 2 * k - 1, windows[k].period
       local ends_at = now - now % period + period
@@ -157,18 +160,19 @@ local function fixed_window_module()
         s[i], moved = ends_at, true
       end
     end
-    if #segments == 0 then
-      if not moved then
-        return 0, raw or ''
-      end
-    else
-      read_counter(side, windows, s, last, 2, legacy)
+    if #segments == 0 and not moved then
+      return 0, raw or ''
     end
     local over = add_segments(windows, now, segments, function(k, at, units)
       local w, i = windows[k], 2 * k - 1
       local period = w.period
       local ends_at = at - at % period + period
       local stored = s[i]
+      if stored ~= nil and stored ~= ends_at and not side_read then
+        side = key .. ':prev'
+        read_counter(side, windows, s, last, 2, legacy)
+        side_read = true
+      end
       if stored == nil or stored < ends_at then
         if stored ~= nil and s[i + 1] > 0 then
           s[last + i], s[last + i + 1] = stored, s[i + 1]
@@ -194,14 +198,14 @@ local function fixed_window_module()
       if s[i] ~= nil and s[i + 1] > 0 and s[i] > expires_at then
         expires_at = s[i]
       end
-      if #segments > 0 and s[last + i] ~= nil and s[last + i + 1] > 0 then
+      if side_read and s[last + i] ~= nil and s[last + i + 1] > 0 then
         side_expires_at = max(side_expires_at, s[last + i] + windows[k].period)
       end
     end
     if side_expires_at > 0 then
       write_counter(side, windows, s, last, 2, side_expires_at, now, nil)
     end
-    return over, write_counter(key, windows, s, 0, 2, expires_at, now, nil) or ''
+    return over, write_counter(key, windows, s, 0, 2, expires_at, now, kept, absent) or ''
   end
 
   return module

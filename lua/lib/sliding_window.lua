@@ -211,8 +211,9 @@ local function sliding_window_module()
   -- previous count. State a faster clock stamped is moved back to now first, as a decision moves
   -- it. Returns the units pushed above a limit, the previous count weighed as of each segment's
   -- time, and the value the key holds after ('' for none).
-  function module.sync(key, raw, windows, now, segments, s)
-    parse_counter(raw, windows, s, 0, 3, legacy)
+  function module.sync(key, raw, windows, now, segments, s, _, absent)
+    -- A compact value's first field is the key's expiry: a write that keeps it keeps the TTL.
+    local kept = parse_counter(raw, windows, s, 0, 3, legacy)
     local moved = false
     for k = 1, #windows do
       local i, period = 3 * k - 2, windows[k].period
@@ -260,7 +261,7 @@ local function sliding_window_module()
         latest = s[i]
       end
     end
-    return over, write_counter(key, windows, s, 0, 3, latest, now, nil) or ''
+    return over, write_counter(key, windows, s, 0, 3, latest, now, kept, absent) or ''
   end
 
   return module

@@ -21,13 +21,20 @@ local function heartbeat(key, text, now)
   return call('ZCARD', key)
 end
 
--- An entry's segments 'at units at units …' read into `segments`, whose old cells beyond are
--- cleared; returns how many numbers it holds.
-local function read_segments(text, segments)
-  local count = 0
-  for number in string.gmatch(text, '%S+') do
+-- The segments 'at units at units …' of `text` from `from` to `to` (bounds included) read into
+-- `segments`, whose old cells beyond are cleared; returns how many numbers it holds. Plain finds:
+-- gmatch would build an iterator and a capture per number.
+local function read_segments(text, segments, from, to)
+  local count, position = 0, from or 1
+  to = to or #text
+  while position <= to do
+    local stop = find(text, ' ', position, true)
+    if not stop or stop > to then
+      stop = to + 1
+    end
     count = count + 1
-    segments[count] = tonumber(number)
+    segments[count] = tonumber(sub(text, position, stop - 1))
+    position = stop + 1
   end
   for j = count + 1, #segments do
     segments[j] = nil
@@ -35,12 +42,12 @@ local function read_segments(text, segments)
   return count
 end
 
--- The segments added to the key `name`, whose value is `raw`, by its rule's module; a fixed
--- window's side key is its key with ':prev' appended; `folded`: a bucket's units come folded
--- (lib/bucket.lua). Returns the module's sync answer.
-local function add_to_key(rule, name, raw, now, segments, s, folded)
+-- The segments added to the key `name`, whose value is `raw`, by its rule's module; `folded`: a
+-- bucket's units come folded (lib/bucket.lua); `absent`: `raw` came from MGET (write_counter).
+-- Returns the module's sync answer.
+local function add_to_key(rule, name, raw, now, segments, s, folded, absent)
   if rule.code == 'fw' then
-    return rule.module.sync(name, raw, name .. ':prev', rule.windows, now, segments, s)
+    return rule.module.sync(name, raw, rule.windows, now, segments, s, absent)
   end
-  return rule.module.sync(name, raw, rule.windows, now, segments, s, folded)
+  return rule.module.sync(name, raw, rule.windows, now, segments, s, folded, absent)
 end

@@ -77,7 +77,7 @@ describe('a bucket’s units folded, against the segments they replace', () => {
   async function push(key: string, windows: Window[], pushed: string, now: number): Promise<void> {
     const replies = await client
       .multi()
-      .eval(syncScript.lua, 1, key, String(now), '', '', `${ruleTextOf('token-bucket', windows)}|${pushed}`)
+      .eval(syncScript.lua, 1, key, String(now), '', '', `${ruleTextOf('token-bucket', windows)}\n${pushed}\n`)
       .persist(key)
       .exec()
     const failed = replies?.find(([error]) => error !== null)

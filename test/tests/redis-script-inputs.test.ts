@@ -36,7 +36,7 @@ describe('Redis scripts, the inputs they share', () => {
 
   it.each(badTimes)('sync and lease: a time of %s fails the call, and writes nothing', async (time) => {
     const calls = [
-      client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', '', 'fw 10 60000|1700000000000 3'),
+      client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', '', 'fw 10 60000\n1700000000000 3\n'),
       client.eval(leaseScript.lua, 1, 'inputs:{l}:fw', time, '-', '', '', 'i1', 'fw 10 60000|4|0|'),
     ]
     for (const call of calls) {
@@ -50,7 +50,7 @@ describe('Redis scripts, the inputs they share', () => {
   it('a rule of an algorithm a script does not keep fails with its code, and writes nothing', async () => {
     // Sliding logs cannot be summed as counters, and lease slices only fit the window counters.
     await expect(
-      client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', '', 'sl 10 60000|1700000000000 3'),
+      client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', '', 'sl 10 60000\n1700000000000 3\n'),
     ).rejects.toThrow('no algorithm sl in this script, in the rule sl 10 60000')
     await expect(
       client.eval(leaseScript.lua, 1, 'inputs:{l}:tb', '1700000000000', '-', '', '', 'i1', 'tb 10 60000|4|0|'),
@@ -72,7 +72,7 @@ describe('Redis scripts, the inputs they share', () => {
       String(now),
       '',
       '',
-      `fw 10 60000/5|${now} 3`,
+      `fw 10 60000/5\n${now} 3\n`,
     )) as unknown[]
     expect(synced.slice(0, 2)).toEqual([expect.any(Number), -1])
     const peeked = (await client.eval(decideScript.lua, 1, key, `peek 1 ${now} fw 10 60000`)) as number[]
@@ -90,12 +90,13 @@ describe('Redis scripts, the inputs they share', () => {
       String(now),
       '',
       '',
-      `fw 10 60000|~${now} ${now} 3 3 3`,
-      `tb 10 60000|~${now} ${now} 3 18000 18000`,
+      `fw 10 60000\n~${now} ${now} 3 3 3\ntb 10 60000\n~${now} ${now} 3 18000 18000\n`,
     )) as unknown[]
-    expect(reply.slice(2, 4)).toEqual(['!units folded for the rule fw 10 60000, which is not a bucket', 0])
+    const values = String(reply[2]).split('\n')
+    expect(values[0]).toBe('!units folded for a rule that is not a bucket')
     // 3 tokens of a bucket whose token is 6,000 units: 18,000.
-    expect(reply[4]).not.toBe('')
+    expect(values[1]).not.toBe('')
+    expect(reply).toHaveLength(3)
     expect(await client.exists('inputs:{folded}:fw')).toBe(0)
     const peeked = (await client.eval(
       decideScript.lua,

@@ -1,6 +1,6 @@
 import { pendingUnits } from './hybrid-bucket-fold.js'
 import type { Shape } from './hybrid-slots.js'
-import { chunkArguments, readChunkReply, syncEntryOf } from './hybrid-sync.js'
+import { chunkArguments, readChunkReply, SyncEntries } from './hybrid-sync.js'
 import { resendAsItWas } from './operations.js'
 
 /** What a PushedAlone needs of its HybridStore. */
@@ -46,8 +46,10 @@ export class PushedAlone {
   ) {}
 
   push(slot: number, generation: number, key: string, shape: Shape, units: readonly number[], time: string): void {
+    const entries = new SyncEntries()
+    entries.add(shape.algorithm, shape.windows, units)
     const { keyCount, keysAndArgs } = chunkArguments(
-      [syncEntryOf(shape.algorithm, shape.windows, units)],
+      entries.entries,
       [key],
       time,
       undefined,
@@ -87,16 +89,17 @@ export class PushedAlone {
       else this.context.putBack(push.slot, push.generation, push.units)
       return
     }
-    let value: ReturnType<typeof readChunkReply>['values'][number] | undefined
+    let answer: ReturnType<typeof readChunkReply>
     try {
-      value = readChunkReply(reply, push.keys).values[0]
+      answer = readChunkReply(reply, push.keys)
     } catch {
       // A reply that does not parse: Redis ran the push, only what it said is lost.
       return
     }
-    if (value === undefined || value instanceof Error) return
+    if (answer.values[0] instanceof Error) return
+    const overAdmitted = answer.overAdmitted?.get(0) ?? 0
     this.pushedSince += pendingUnits(push.units)
-    this.overAdmittedSince += value.overAdmitted
-    if (value.overAdmitted > 0) this.context.overAdmitted(push.rule, value.overAdmitted)
+    this.overAdmittedSince += overAdmitted
+    if (overAdmitted > 0) this.context.overAdmitted(push.rule, overAdmitted)
   }
 }

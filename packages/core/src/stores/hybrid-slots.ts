@@ -30,6 +30,9 @@ const WIDE = 8
 const HELD = 16
 /** One segment of units not yet pushed, in `segmentAt` and `segmentUnits`. */
 const ONE_SEGMENT = 32
+/** A push of the key's units is under way: one segment in `sendingAt` and `sendingUnits` (SENDING_ONE), else in `sendingMany`. */
+const SENDING = 64
+const SENDING_ONE = 128
 const INLINE = 4
 /** Slots the eviction hand looks at for a key with nothing to push. */
 const VICTIM_LOOK = 1024
@@ -74,8 +77,14 @@ export class KeySlots {
   private segmentUnits = new Float64Array(0)
   private readonly segments = new Map<number, number[]>()
   private withPending = 0
-  /** The units a sync under way is pushing, until Redis took them or failed. */
-  readonly sending = new Map<number, number[]>()
+  /**
+   * The units a push under way carries, until Redis took them or failed: one segment in columns,
+   * as most keys push, or the key's segments (a bucket's folded) in `sendingMany`.
+   */
+  private sendingAt = new Float64Array(0)
+  private sendingUnits = new Float64Array(0)
+  private readonly sendingMany = new Map<number, number[]>()
+  private sendingKeys = 0
   /** Units per ms the other processes admitted between the key's last two syncs, and how many of them were charged since. */
   readonly others = new Map<number, { perMs: number; assumed: number }>()
   private readonly free: number[] = []
@@ -207,8 +216,8 @@ export class KeySlots {
     // Folded for the old windows' units: pushed as one segment, at their last time.
     const pending = this.segments.get(slot)
     if (pending !== undefined && isFolded(pending)) this.segments.set(slot, asSegment(pending))
-    const sending = this.sending.get(slot)
-    if (sending !== undefined && isFolded(sending)) this.sending.set(slot, asSegment(sending))
+    const sending = this.sendingMany.get(slot)
+    if (sending !== undefined && isFolded(sending)) this.sendingMany.set(slot, asSegment(sending))
     this.shapeIds[slot] = shape.id
     if (state !== undefined) this.setState(slot, state, this.expiries[slot] as number)
   }
@@ -224,14 +233,88 @@ export class KeySlots {
     this.generations[slot] = (this.generations[slot] as number) + 1
     this.clearPending(slot)
     if (((this.flags[slot] as number) & WIDE) !== 0) this.wide.delete(slot)
+    this.endSending(slot)
     this.flags[slot] = 0
-    this.sending.delete(slot)
     this.others.delete(slot)
     this.free.push(slot)
   }
 
   unsynced(slot: number): boolean {
-    return this.hasPending(slot) || this.sending.has(slot)
+    return this.hasPending(slot) || this.isSending(slot)
+  }
+
+  /** Whether a push of the key's units is under way. */
+  isSending(slot: number): boolean {
+    return ((this.flags[slot] as number) & SENDING) !== 0
+  }
+
+  /** Keys with units not yet pushed or a push under way (a scan of the flags: for stats, not decisions). */
+  get unsyncedCount(): number {
+    if (this.sendingKeys === 0) return this.withPending
+    let sendingOnly = 0
+    const { flags } = this
+    for (let slot = 0; slot < this.used; slot++) {
+      if (((flags[slot] as number) & SENDING) !== 0 && !this.hasPending(slot)) sendingOnly++
+    }
+    return this.withPending + sendingOnly
+  }
+
+  /** Whether the units a push under way carries are one segment: `sendingAtOf`, `sendingUnitsOf`. */
+  sendsOneSegment(slot: number): boolean {
+    return ((this.flags[slot] as number) & SENDING_ONE) !== 0
+  }
+
+  sendingAtOf(slot: number): number {
+    return this.sendingAt[slot] as number
+  }
+
+  sendingUnitsOf(slot: number): number {
+    return this.sendingUnits[slot] as number
+  }
+
+  /** The units a push under way carries (a copy when in the columns); undefined for none. */
+  sendingOf(slot: number): number[] | undefined {
+    const flags = this.flags[slot] as number
+    if ((flags & SENDING) === 0) return undefined
+    if ((flags & SENDING_ONE) !== 0) return [this.sendingAt[slot] as number, this.sendingUnits[slot] as number]
+    return this.sendingMany.get(slot)
+  }
+
+  /** Hands the key's pending units to a push; false when it had none (the key is only read). */
+  startSending(slot: number): boolean {
+    const flags = this.flags[slot] as number
+    if ((flags & ONE_SEGMENT) !== 0) {
+      this.sendingAt[slot] = this.segmentAt[slot] as number
+      this.sendingUnits[slot] = this.segmentUnits[slot] as number
+      this.clearPending(slot)
+      this.flags[slot] = (this.flags[slot] as number) | SENDING | SENDING_ONE
+      this.sendingKeys++
+      return true
+    }
+    const segments = this.segments.get(slot)
+    if (segments === undefined) return false
+    this.clearPending(slot)
+    this.setSending(slot, segments)
+    return true
+  }
+
+  /** Sets the units a push of the key carries. */
+  setSending(slot: number, units: number[]): void {
+    this.endSending(slot)
+    this.sendingMany.set(slot, units)
+    this.flags[slot] = (this.flags[slot] as number) | SENDING
+    this.sendingKeys++
+  }
+
+  /** Ends the key's push under way: Redis took its units, or they go back (`putBack`); returns them. */
+  endSending(slot: number): number[] | undefined {
+    const flags = this.flags[slot] as number
+    if ((flags & SENDING) === 0) return undefined
+    const units = this.sendingOf(slot)
+    this.sendingMany.delete(slot)
+    this.flags[slot] = flags & ~(SENDING | SENDING_ONE)
+    this.sendingKeys--
+    return units
   }
 
   /** Keys with units admitted here that no sync has taken yet. */
@@ -457,7 +540,7 @@ export class KeySlots {
       if (this.hand >= end) this.hand = 0
       const slot = this.hand++
       if (this.identifiers[slot] === undefined) continue
-      if (looking && (pendingAllowed ? this.sending.has(slot) : this.unsynced(slot))) continue
+      if (looking && (pendingAllowed ? this.isSending(slot) : this.unsynced(slot))) continue
       const flags = this.flags[slot] as number
       if ((flags & USED) === 0) return slot
       this.flags[slot] = flags & ~USED
@@ -478,6 +561,8 @@ export class KeySlots {
       this.synced = grown(this.synced, new Float64Array(capacity))
       this.segmentAt = grown(this.segmentAt, new Float64Array(capacity))
       this.segmentUnits = grown(this.segmentUnits, new Float64Array(capacity))
+      this.sendingAt = grown(this.sendingAt, new Float64Array(capacity))
+      this.sendingUnits = grown(this.sendingUnits, new Float64Array(capacity))
     }
     return slot
   }

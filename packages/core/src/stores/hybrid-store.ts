@@ -27,7 +27,7 @@ import {
   pushEntries,
   readChunkReply,
   type SyncCommand,
-  syncEntryOf,
+  SyncEntries,
 } from './hybrid-sync.js'
 import { operationKeyBeside, resendAsItWas } from './operations.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
@@ -405,20 +405,18 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     asker: StoreReceiver | undefined,
   ): Promise<Array<{ after: string; syncedAt: number }>> {
     const names = targets.map((target) => this.keyOf(target))
-    const entries = targets.map((target) => syncEntryOf(target.algorithm, target.windows, undefined))
     const time = this.config.clock ? String(this.now()) : '-'
     const totals: Array<{ after: string; syncedAt: number }> = new Array(targets.length)
     try {
       await Promise.all(
         chunksOf(names, this.cluster).map(async (indices) => {
           const keys = indices.map((at) => names[at] as string)
-          const { keyCount, keysAndArgs } = chunkArguments(
-            indices.map((at) => entries[at] as string),
-            keys,
-            time,
-            undefined,
-            undefined,
-          )
+          const entries = new SyncEntries()
+          for (const at of indices) {
+            const target = targets[at] as StoreTarget
+            entries.add(target.algorithm, target.windows, undefined)
+          }
+          const { keyCount, keysAndArgs } = chunkArguments(entries.entries, keys, time, undefined, undefined)
           const sentAt = performance.now()
           const answer = readChunkReply(await this.sent(keyCount, keysAndArgs, asker), keys)
           this.aligned?.measured(answer.serverMs, sentAt, performance.now())
@@ -426,7 +424,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
           indices.forEach((at, i) => {
             const value = answer.values[i]
             if (value instanceof TollgateError) throw value
-            totals[at] = { after: (value as { after: string }).after, syncedAt }
+            totals[at] = { after: value as string, syncedAt }
           })
         }),
       )
@@ -606,8 +604,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   stats(): HybridStats {
     const now = this.safeNow()
     const { slots } = this
-    let dirtyKeys = slots.pendingKeys + (this.book?.givingKeys() ?? 0)
-    for (const slot of slots.sending.keys()) if (!slots.hasPending(slot)) dirtyKeys++
+    const dirtyKeys = slots.unsyncedCount + (this.book?.givingKeys() ?? 0)
     const since = this.lastSyncOrStart()
     return {
       trackedKeys: slots.size + (this.book?.size ?? 0) + (this.outage?.size ?? 0),
@@ -792,7 +789,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     book?.listed.clear()
     const batch = book ? [] : this.takeListed()
     report.keys = batch.length + leases.length
-    for (const slot of batch) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
+    for (const slot of batch) report.pushedUnits += this.sendingUnitsOf(slot)
     // Each key's name in Redis, built once per sync: it groups the keys by Cluster slot and goes in the script's KEYS.
     const names = book ? leases.map((lease) => lease.key) : batch.map((slot) => this.slots.key(slot))
     // Alive for three periods: a process whose syncs run slow is still counted between them.
@@ -835,7 +832,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       outcomes.push(outcome)
     }
     for (const push of this.doubtful.splice(0)) {
-      for (const slot of push.chunk) report.pushedUnits += pendingUnits(this.slots.sending.get(slot))
+      for (const slot of push.chunk) report.pushedUnits += this.sendingUnitsOf(slot)
       firstKeys.push(push.keysAndArgs[0] as string)
       outcomes.push(this.sendPush(push))
     }
@@ -905,10 +902,9 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const batch: number[] = []
     this.listed.filter((slot) => {
       if (!slots.listed(slot)) return false
-      if (slots.sending.has(slot)) return true
+      if (slots.isSending(slot)) return true
       slots.unlist(slot)
-      const pending = slots.takePending(slot)
-      if (pending !== undefined) slots.sending.set(slot, pending)
+      slots.startSending(slot)
       batch.push(slot)
       return false
     })
@@ -929,7 +925,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     // A slot may be given to another key before the answer comes: the answer is the key's.
     const generations = chunk.map((slot) => slots.generation(slot))
     // Only a push needs one: a chunk that only reads writes nothing that could count twice.
-    const pushes = chunk.some((slot) => slots.sending.get(slot) !== undefined)
+    const pushes = chunk.some((slot) => slots.isSending(slot))
     const operationKey = pushes ? operationKeyBeside(this.keys.prefix, keys[0] as string) : undefined
     const { keyCount, keysAndArgs } = chunkArguments(pushEntries(slots, chunk), keys, time, heartbeat, operationKey)
     return this.sendPush({ chunk, generations, keys, time, keyCount, keysAndArgs, since: performance.now() })
@@ -968,17 +964,26 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       if (value === undefined || !slots.holds(slot, generations[i] as number)) return
       if (value instanceof TollgateError) {
         // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
-        slots.sending.delete(slot)
+        slots.endSending(slot)
         keyError ??= value
         return
       }
-      overAdmitted += value.overAdmitted
-      if (value.overAdmitted > 0) this.overAdmitted(slots.shape(slot).rule, value.overAdmitted)
-      this.applySynced(slot, value.after, syncedAt, comparedAt)
+      const over = answer.overAdmitted?.get(i) ?? 0
+      if (over > 0) {
+        overAdmitted += over
+        this.overAdmitted(slots.shape(slot).rule, over)
+      }
+      this.applySynced(slot, value, syncedAt, comparedAt)
     })
     return keyError
       ? { overAdmitted, instances: answer.instances, keyError }
       : { overAdmitted, instances: answer.instances }
+  }
+
+  /** The units a key's push under way carries, summed (0 for none). */
+  private sendingUnitsOf(slot: number): number {
+    const { slots } = this
+    return slots.sendsOneSegment(slot) ? slots.sendingUnitsOf(slot) : pendingUnits(slots.sendingOf(slot))
   }
 
   private overAdmitted(rule: string, units: number): void {
@@ -989,8 +994,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private requeue(slot: number, generation: number): void {
     const { slots } = this
     if (!slots.holds(slot, generation)) return
-    const sending = slots.sending.get(slot)
-    slots.sending.delete(slot)
+    const sending = slots.endSending(slot)
     if (sending !== undefined) {
       slots.putBack(slot, sending)
     }
@@ -1006,7 +1010,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private applySynced(slot: number, after: string, syncedAt: number, comparedAt: number): void {
     const { slots } = this
     const { algorithm, windows, model } = slots.shape(slot)
-    slots.sending.delete(slot)
+    slots.endSending(slot)
     const pending = slots.pendingOf(slot)
     const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
     const state = withUnits(model, windows, baseline, pending)

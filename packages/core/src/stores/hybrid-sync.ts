@@ -15,19 +15,15 @@ export const MAX_CHUNK = 500
 
 export type SyncCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
 
-/** A key's part of a sync's answer: its value after the push, and the units pushed above a limit. */
-export interface SyncedValue {
-  after: string
-  overAdmitted: number
-}
-
 export interface ChunkAnswer {
   /** The server's time when the script ran (ms). */
   serverMs: number
   /** Live processes, counted by the heartbeat; undefined when the chunk carried none. */
   instances: number | undefined
-  /** Per key of the chunk, in order: its values, or the error that key alone met. */
-  values: Array<SyncedValue | TollgateError>
+  /** Per key of the chunk, in order: its value after the push ('' for no key), or the error that key alone met. */
+  values: Array<string | TollgateError>
+  /** Units pushed above a limit, by the key's index in the chunk: only keys that pushed some. */
+  overAdmitted: Map<number, number> | undefined
 }
 
 /** A rule's windows always encode to the same text: each is encoded once. */
@@ -62,29 +58,67 @@ export function chunksOf(names: readonly string[], cluster: boolean): number[][]
   return chunks
 }
 
-/** A key's entry in the sync script's ARGV: its rule's text, then the units it pushes (none: it is only read). */
-export function syncEntryOf(
-  algorithm: AlgorithmName,
-  windows: readonly Window[],
-  units: readonly number[] | undefined,
-): string {
-  if (units === undefined) return `${ruleTextOf(algorithm, windows)}|`
-  return `${ruleTextOf(algorithm, windows)}|${isFolded(units) ? '~' : ''}${units.join(' ')}`
+/**
+ * The sync script's entries for keys, in order: a rule's text before the first entry of a key that
+ * follows it, then each key's units (none: it is only read). A key's entry is its units alone, so
+ * that the text a sync sends, and Redis parses, is about the units it pushes.
+ */
+export class SyncEntries {
+  readonly entries: string[] = []
+  private text: string | undefined
+  private algorithm: AlgorithmName | undefined
+  private windows: readonly Window[] | undefined
+
+  add(algorithm: AlgorithmName, windows: readonly Window[], units: readonly number[] | undefined): void {
+    this.rule(algorithm, windows)
+    this.entries.push(unitsText(units))
+  }
+
+  /** A key pushing one segment: `units` admitted at `at`. */
+  addSegment(algorithm: AlgorithmName, windows: readonly Window[], at: number, units: number): void {
+    this.rule(algorithm, windows)
+    this.entries.push(`${at} ${units}`)
+  }
+
+  private rule(algorithm: AlgorithmName, windows: readonly Window[]): void {
+    // Keys of a rule come in runs: its text is looked up when the rule changes.
+    if (algorithm !== this.algorithm || windows !== this.windows) {
+      this.algorithm = algorithm
+      this.windows = windows
+      const text = ruleTextOf(algorithm, windows)
+      if (text !== this.text) {
+        this.entries.push(text)
+        this.text = text
+      }
+    }
+  }
+}
+
+/** A key's units in its entry: 'at units …', '~…' for a bucket's folded, '' for none. */
+function unitsText(units: readonly number[] | undefined): string {
+  if (units === undefined) return ''
+  // Most keys push one segment: a template, not a join.
+  if (units.length === 2) return `${units[0]} ${units[1]}`
+  return isFolded(units) ? `~${units.join(' ')}` : units.join(' ')
 }
 
 /** The `sending` units of each of the chunk's keys, as the sync script's entries. */
 export function pushEntries(slots: KeySlots, chunk: readonly number[]): string[] {
-  return chunk.map((slot) => {
+  const entries = new SyncEntries()
+  for (const slot of chunk) {
     const shape = slots.shape(slot)
-    return syncEntryOf(shape.algorithm, shape.windows, slots.sending.get(slot))
-  })
+    if (slots.sendsOneSegment(slot)) {
+      entries.addSegment(shape.algorithm, shape.windows, slots.sendingAtOf(slot), slots.sendingUnitsOf(slot))
+    } else entries.add(shape.algorithm, shape.windows, slots.sendingOf(slot))
+  }
+  return entries.entries
 }
 
 /**
  * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
  * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `operationKey`
  * makes its push apply once however often it is sent (lua/lib/operation.lua); `names` are the
- * chunk's keys in Redis and `entries` theirs in ARGV (`syncEntryOf`).
+ * chunk's keys in Redis and `entries` theirs in ARGV (`SyncEntries`).
  */
 export function chunkArguments(
   entries: readonly string[],
@@ -97,26 +131,41 @@ export function chunkArguments(
   if (heartbeat) keys.push(heartbeat[0])
   if (operationKey !== undefined) keys.push(operationKey)
   for (const name of names) keys.push(name)
-  const args: string[] = [time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', ...entries]
-  return { keyCount: keys.length, keysAndArgs: [...keys, ...args] }
+  // One text for every entry: an argument per key would cost the client and Redis as much as the key.
+  const lines = entries.length === 0 ? '' : `${entries.join('\n')}\n`
+  keys.push(time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', lines)
+  return { keyCount: keys.length - 4, keysAndArgs: keys }
 }
 
 /** The script's reply read back for the chunk's `keys`; throws TG_STORE for one that does not parse. */
 export function readChunkReply(reply: unknown, keys: readonly string[]): ChunkAnswer {
-  if (!Array.isArray(reply) || reply.length !== 2 + 2 * keys.length || typeof reply[0] !== 'number') {
+  const count = keys.length
+  const lines = Array.isArray(reply) && typeof reply[2] === 'string' ? reply[2].split('\n') : []
+  if (
+    !Array.isArray(reply) ||
+    lines.length !== count + 1 ||
+    (reply.length - 3) % 2 !== 0 ||
+    typeof reply[0] !== 'number' ||
+    typeof reply[1] !== 'number'
+  ) {
     throw new TollgateError('TG_STORE', `unexpected reply from the sync script: ${describeValue(reply)}`)
   }
   const instances = reply[1] as number
-  const values: Array<SyncedValue | TollgateError> = []
-  for (let i = 0; i < keys.length; i++) {
-    const after = String(reply[2 + 2 * i])
-    if (after.startsWith('!')) {
-      values.push(
-        new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${after.slice(1)}`, { storeDown: false }),
-      )
-      continue
+  const values: Array<string | TollgateError> = lines
+  lines.pop()
+  for (let i = 0; i < count; i++) {
+    const text = lines[i] as string
+    if (text.charCodeAt(0) === 33) {
+      // '!': the key alone failed.
+      values[i] = new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${text.slice(1)}`, {
+        storeDown: false,
+      })
     }
-    values.push({ after, overAdmitted: Number(reply[3 + 2 * i]) })
   }
-  return { serverMs: reply[0] as number, instances: instances >= 0 ? instances : undefined, values }
+  let overAdmitted: Map<number, number> | undefined
+  for (let at = 3; at < reply.length; at += 2) {
+    overAdmitted ??= new Map()
+    overAdmitted.set((reply[at] as number) - 1, Number(reply[at + 1]))
+  }
+  return { serverMs: reply[0] as number, instances: instances >= 0 ? instances : undefined, values, overAdmitted }
 }

@@ -237,10 +237,13 @@ export function toModelState<A extends CounterAlgorithm>(
 ): PeriodState | undefined {
   const layout = layoutOf(algorithm)
   const model: PeriodState = []
-  windows.forEach((window, k) => {
+  for (let k = 0; k < windows.length; k++) {
     const fields = state[k]
-    if (fields !== undefined) model.push(window.periodMs, ...layout.toModel(window, fields, owed))
-  })
+    if (fields === undefined) continue
+    const window = windows[k] as Window
+    model.push(window.periodMs)
+    for (const value of layout.toModel(window, fields, owed)) model.push(value)
+  }
   return model.length === 0 ? undefined : model
 }
 
@@ -273,20 +276,33 @@ function packDigits(values: readonly number[]): string | undefined {
   return String(first) + digits.join('') + digits.map((text) => String(text.length)).join('')
 }
 
-/** Pieces are parsed one by one: the whole run has more digits than a double keeps. */
+/**
+ * Pieces are parsed one by one: the whole run has more digits than a double keeps. A sync reads a
+ * value per key it carries: digits are summed in place, no piece cut out.
+ */
 function unpackDigits(value: string, arity: number): number[] {
-  const sizes = value
-    .slice(value.length - (arity - 1))
-    .split('')
-    .map(Number)
-  let end = value.length - (arity - 1)
-  const rest: number[] = []
-  for (let i = sizes.length - 1; i >= 0; i--) {
-    const size = sizes[i] as number
-    rest.unshift(Number(value.slice(end - size, end)))
+  const values: number[] = new Array(arity)
+  const sizes = value.length - (arity - 1)
+  let end = sizes
+  for (let k = arity - 1; k >= 1; k--) {
+    const size = value.charCodeAt(sizes + k - 1) - 48
+    values[k] = digitsOf(value, end - size, end)
     end -= size
   }
-  return [Number(value.slice(0, end)), ...rest]
+  values[0] = digitsOf(value, 0, end)
+  return values
+}
+
+/** The number the digits of `text` from `start` to `end` (excluded) spell; NaN for any other character or none. */
+function digitsOf(text: string, start: number, end: number): number {
+  if (start >= end || start < 0) return Number.NaN
+  let n = 0
+  for (let i = start; i < end; i++) {
+    const digit = text.charCodeAt(i) - 48
+    if (digit < 0 || digit > 9) return Number.NaN
+    n = n * 10 + digit
+  }
+  return n
 }
 
 /** One entry of a sliding log: a charge made `at` (ms), `total` the running total of units after it. */
