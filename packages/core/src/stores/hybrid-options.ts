@@ -106,8 +106,9 @@ export interface HybridStoreOptions {
    */
   extrapolate?: boolean
   /**
-   * How long a sync waits for Redis before it reports a failure; its units are pushed again at
-   * the next sync if Redis never took them.
+   * How long a sync waits for Redis to answer its next call before it reports a failure: a sync of
+   * many keys, which takes longer than this in calls that keep answering, is not one. Its units
+   * are pushed again at the next sync if Redis never took them.
    * @default syncIntervalMs
    */
   syncTimeoutMs?: number

@@ -24,10 +24,13 @@ import {
   type ChunkAnswer,
   chunkArguments,
   chunksOf,
+  inTurnByNode,
   pushEntries,
+  rangesOf,
   readChunkReply,
   type SyncCommand,
   SyncEntries,
+  startInTurn,
 } from './hybrid-sync.js'
 import { operationKeyBeside, resendAsItWas } from './operations.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from './redis-state.js'
@@ -790,21 +793,23 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const batch = book ? [] : this.takeListed()
     report.keys = batch.length + leases.length
     for (const slot of batch) report.pushedUnits += this.sendingUnitsOf(slot)
-    // Each key's name in Redis, built once per sync: it groups the keys by Cluster slot and goes in the script's KEYS.
-    const names = book ? leases.map((lease) => lease.key) : batch.map((slot) => this.slots.key(slot))
+    // Keys' names in Redis: on a Cluster, built first to group the keys by slot; else as each
+    // chunk goes out, so that a sync of a million keys does not hold them all at once.
+    const names = book
+      ? leases.map((lease) => lease.key)
+      : this.cluster
+        ? batch.map((slot) => this.slots.key(slot))
+        : undefined
+    const nameOf = (at: number): string => (names ? (names[at] as string) : this.slots.key(batch[at] as number))
     // Alive for three periods: a process whose syncs run slow is still counted between them.
     const alive = 3 * Math.max(this.config.syncIntervalMs, this.syncPeriodMs)
     const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${alive}`]
     // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
     // with nothing to sync, it goes alone.
-    const calls: Array<{ indices: number[]; names: string[]; heartbeat: boolean }> = chunksOf(names, this.cluster).map(
-      (indices, i) => ({
-        indices,
-        names: indices.map((at) => names[at] as string),
-        heartbeat: i === 0 && !this.cluster,
-      }),
-    )
-    if (this.cluster || calls.length === 0) calls.unshift({ indices: [], names: [], heartbeat: true })
+    const calls: Array<{ indices: number[]; heartbeat: boolean }> = (
+      names ? chunksOf(names, this.cluster) : rangesOf(batch.length)
+    ).map((indices, i) => ({ indices, heartbeat: i === 0 && !this.cluster }))
+    if (this.cluster || calls.length === 0) calls.unshift({ indices: [], heartbeat: true })
     const margin = this.marginMs()
     // Written with the chunks, so answered in the same round trip; a failure is the sync's to report.
     for (const [key, hearing] of this.riders) {
@@ -815,16 +820,23 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
         () => {},
       )
     }
-    const firstKeys = calls.map((call) => call.names[0] ?? this.heartbeatKey)
-    const outcomes = calls.map((call) => {
-      const beat = call.heartbeat ? heartbeat : undefined
-      if (this.exchange) {
-        const chunk = call.indices.map((at) => leases[at] as Lease)
-        return this.exchange.syncChunk(chunk, call.names, now, margin, beat, this.closed)
-      }
-      const chunk = call.indices.map((at) => batch[at] as number)
-      return this.sendChunk(chunk, call.names, time, beat)
-    })
+    const firstKeys = calls.map((call) =>
+      call.indices.length > 0 ? nameOf(call.indices[0] as number) : this.heartbeatKey,
+    )
+    const order = inTurnByNode(firstKeys.map((key) => this.health.nodeOf(key)))
+    const outcomes = startInTurn(
+      calls.map((call) => () => {
+        const keys = call.indices.map(nameOf)
+        const beat = call.heartbeat ? heartbeat : undefined
+        if (this.exchange) {
+          const chunk = call.indices.map((at) => leases[at] as Lease)
+          return this.exchange.syncChunk(chunk, keys, now, margin, beat, this.closed)
+        }
+        const chunk = call.indices.map((at) => batch[at] as number)
+        return this.sendChunk(chunk, keys, time, beat)
+      }),
+      order,
+    )
     // Pushes whose calls failed go again as they were, beside this sync's own.
     this.alone.resendDoubtful()
     for (const [key, outcome] of this.exchange?.resendDoubtful() ?? []) {
@@ -846,17 +858,36 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       firstKeys.push(key)
       outcomes.push(this.probe(key))
     }
-    // Each call's outcome as it settles: past the deadline, the nodes of those still out failed.
+    // Each call's outcome as it settles. The wait is for Redis's silence, not for the whole sync: a
+    // sync of many keys takes as long as it takes while calls keep answering; once none has
+    // answered for syncTimeoutMs, the nodes of those still out failed.
     const settled: Array<ChunkOutcome | LeaseChunkOutcome | Error | undefined> = outcomes.map(() => undefined)
-    const all = Promise.all(outcomes.map((outcome, i) => outcome.then((value) => (settled[i] = value))))
+    let heardAt = performance.now()
+    const all = Promise.all(
+      outcomes.map((outcome, i) =>
+        outcome.then((value) => {
+          heardAt = performance.now()
+          settled[i] = value
+        }),
+      ),
+    )
     const timedOut = Symbol('timed out')
+    const { syncTimeoutMs } = this.config
     let timer: NodeJS.Timeout | undefined
-    const deadline = new Promise<typeof timedOut>((resolve) => {
-      timer = setTimeout(() => resolve(timedOut), this.config.syncTimeoutMs)
+    const silence = new Promise<typeof timedOut>((resolve) => {
+      const check = (): void => {
+        const quiet = performance.now() - heardAt
+        if (quiet >= syncTimeoutMs) resolve(timedOut)
+        else {
+          timer = setTimeout(check, syncTimeoutMs - quiet)
+          timer.unref()
+        }
+      }
+      timer = setTimeout(check, syncTimeoutMs)
       timer.unref()
     })
-    if ((await Promise.race([all, deadline])) === timedOut) {
-      report.error = this.failure(`the sync did not answer within ${this.config.syncTimeoutMs} ms`)
+    if ((await Promise.race([all, silence])) === timedOut) {
+      report.error = this.failure(`the sync heard nothing from Redis for ${syncTimeoutMs} ms`)
     }
     clearTimeout(timer)
     const failedNodes = new Set<string>()

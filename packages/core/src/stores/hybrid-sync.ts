@@ -45,6 +45,75 @@ export function ruleTextOf(algorithm: AlgorithmName, windows: readonly Window[])
   return text
 }
 
+/** The indices of `count` keys as chunks of at most MAX_CHUNK (one Redis server: no slots to keep apart). */
+export function rangesOf(count: number): number[][] {
+  const chunks: number[][] = []
+  for (let at = 0; at < count; at += MAX_CHUNK) {
+    const chunk: number[] = new Array(Math.min(MAX_CHUNK, count - at))
+    for (let i = 0; i < chunk.length; i++) chunk[i] = at + i
+    chunks.push(chunk)
+  }
+  return chunks
+}
+
+/**
+ * A sync's calls in flight at once per Redis node: enough that the node always has the next one
+ * queued while it runs one, few enough that a sync builds each call's arguments as it goes out
+ * rather than a million keys' at once.
+ */
+export const CALLS_IN_FLIGHT = 4
+
+/**
+ * The order to send calls in, given each one's node: a call of each node in turn, each node's in
+ * their order, so that the nodes of a Cluster work at once; and how many nodes there are.
+ */
+export function inTurnByNode(nodes: readonly string[]): { order: number[]; nodes: number } {
+  const byNode = new Map<string, number[]>()
+  nodes.forEach((node, i) => {
+    const calls = byNode.get(node)
+    if (calls) calls.push(i)
+    else byNode.set(node, [i])
+  })
+  const queues = [...byNode.values()]
+  const order: number[] = []
+  for (let round = 0; order.length < nodes.length; round++) {
+    for (const queue of queues) if (round < queue.length) order.push(queue[round] as number)
+  }
+  return { order, nodes: queues.length }
+}
+
+/**
+ * Starts `starts[i]` in `order`, CALLS_IN_FLIGHT per node at once (as many nodes as `order`
+ * interleaves): the next starts when one settles. Each promise settles with its start's.
+ */
+export function startInTurn<T>(
+  starts: ReadonlyArray<() => Promise<T>>,
+  { order, nodes }: { order: readonly number[]; nodes: number },
+): Array<Promise<T>> {
+  const settles: Array<{ resolve(value: T): void; reject(error: unknown): void }> = new Array(starts.length)
+  const outcomes = starts.map(
+    (_, i) =>
+      new Promise<T>((resolve, reject) => {
+        settles[i] = { resolve, reject }
+      }),
+  )
+  let next = 0
+  const startNext = (): void => {
+    if (next >= order.length) return
+    const i = order[next++] as number
+    const settle = settles[i] as { resolve(value: T): void; reject(error: unknown): void }
+    let started: Promise<T>
+    try {
+      started = (starts[i] as () => Promise<T>)()
+    } catch (error) {
+      started = Promise.reject(error)
+    }
+    started.then(settle.resolve, settle.reject).finally(startNext)
+  }
+  for (let i = 0; i < CALLS_IN_FLIGHT * nodes; i++) startNext()
+  return outcomes
+}
+
 /**
  * The keys, by their `names`, as chunks of their indices: one Cluster slot per chunk (a script
  * runs on one slot), at most MAX_CHUNK keys each.
