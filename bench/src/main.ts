@@ -12,6 +12,7 @@ import type { MeasureContext } from './measures/context.js'
 import { decisionUnits, measureDecisions } from './measures/decisions.js'
 import { exactnessUnits, measureExactness } from './measures/exactness.js'
 import { httpUnits, measureHttp } from './measures/http.js'
+import { hybridSyncUnits, measureHybridSync } from './measures/hybrid-sync.js'
 import { latencyUnits, measureLatency } from './measures/latency.js'
 import { liveRulesUnits, measureLiveRules } from './measures/live-rules.js'
 import { measureMetricsCost, metricsCostUnits } from './measures/metrics-cost.js'
@@ -76,6 +77,7 @@ const units = {
   'live-rules': liveRulesUnits(config),
   metrics: metricsCostUnits(config),
   allocation: allocationUnits(config),
+  'hybrid-sync': hybridSyncUnits(config),
 } satisfies Record<MeasureName, number>
 const progress = new Progress([...only].reduce((sum, name) => sum + units[name], 0))
 
@@ -106,6 +108,7 @@ try {
     liveRules: only.has('live-rules') ? await measureLiveRules(context) : [],
     metrics: only.has('metrics') ? await measureMetricsCost(context) : [],
     allocation: only.has('allocation') ? await measureAllocation(context) : [],
+    hybridSync: only.has('hybrid-sync') ? await measureHybridSync(context) : [],
   }
   progress.stop()
   results.finishedAt = new Date().toISOString()

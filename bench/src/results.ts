@@ -5,6 +5,7 @@ import type { BytesCell } from './measures/bytes.js'
 import type { DecisionCell } from './measures/decisions.js'
 import type { ExactnessCell } from './measures/exactness.js'
 import type { HttpCell } from './measures/http.js'
+import type { HybridSyncCell } from './measures/hybrid-sync.js'
 import type { LatencyCell } from './measures/latency.js'
 import type { LiveRulesCell } from './measures/live-rules.js'
 import type { MetricsCostCell } from './measures/metrics-cost.js'
@@ -28,6 +29,7 @@ export interface BenchResults {
   liveRules: LiveRulesCell[]
   metrics: MetricsCostCell[]
   allocation: AllocationCell[]
+  hybridSync: HybridSyncCell[]
 }
 
 export const MEASURES = [
@@ -41,6 +43,7 @@ export const MEASURES = [
   'live-rules',
   'metrics',
   'allocation',
+  'hybrid-sync',
 ] as const
 export type MeasureName = (typeof MEASURES)[number]
 
@@ -56,4 +59,5 @@ export const RESULT_KEY = {
   'live-rules': 'liveRules',
   metrics: 'metrics',
   allocation: 'allocation',
+  'hybrid-sync': 'hybridSync',
 } as const satisfies Record<MeasureName, keyof BenchResults>

@@ -10,6 +10,7 @@ import type { BenchResults } from '../results.js'
 import { max, median, min, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
 import { decimal, integer, ratio, spread, table } from './format.js'
+import { hybridSyncSection } from './hybrid-sync.js'
 import { contenderOf, fastestIncumbent, sameScenario } from './lookup.js'
 import { targetsOf } from './targets.js'
 
@@ -380,6 +381,7 @@ export function markdownOf(results: BenchResults, charts: readonly string[]): st
     liveRulesSection(results),
     metricsSection(results),
     allocationSection(results),
+    hybridSyncSection(results),
     charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
   ]
   return `${sections.filter((s) => s !== '').join('\n\n')}\n`

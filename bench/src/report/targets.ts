@@ -6,6 +6,7 @@ import type { BenchResults } from '../results.js'
 import { median, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, type KeySpread } from '../workload.js'
 import { decimal, integer, ratio } from './format.js'
+import { hybridSyncTargets } from './hybrid-sync.js'
 import { algorithmOf, contenderOf, fastestIncumbent, sameScenario, tollgateIds } from './lookup.js'
 
 export interface TargetRow {
@@ -296,5 +297,6 @@ export function targetsOf(results: BenchResults): TargetRow[] {
     ...exactnessTargets(results),
     ...liveRulesTargets(results),
     ...metricsTargets(results),
+    ...hybridSyncTargets(results),
   ]
 }

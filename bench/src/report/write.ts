@@ -1,11 +1,15 @@
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { BenchResults } from '../results.js'
 import { chartsOf } from './charts.js'
+import { capacityMarkdown } from './hybrid-sync.js'
 import { markdownOf } from './markdown.js'
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'results')
+const HYBRID_DOC = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'docs', 'hybrid.md')
+const CAPACITY_START = '<!-- bench:hybrid-capacity:start -->'
+const CAPACITY_END = '<!-- bench:hybrid-capacity:end -->'
 
 /**
  * A full run writes `results/latest.md` and one SVG per measure; a quick or partial run writes
@@ -31,6 +35,16 @@ export async function writeReport(
     files.push(relative(process.cwd(), path))
   }
   await write(join(dir, 'latest.md'), markdown)
+  // docs/hybrid.md's capacity is the bench's to write: a full-size run of the hybrid-sync measure
+  // rewrites it between its markers, and nothing else does.
+  const capacity = results.config.quick ? undefined : capacityMarkdown(results)
+  if (capacity !== undefined && !options.keepRaw) {
+    const doc = await readFile(HYBRID_DOC, 'utf8')
+    const start = doc.indexOf(CAPACITY_START)
+    const end = doc.indexOf(CAPACITY_END)
+    if (start < 0 || end < start) throw new Error(`docs/hybrid.md has no ${CAPACITY_START} … ${CAPACITY_END} block`)
+    await write(HYBRID_DOC, `${doc.slice(0, start + CAPACITY_START.length)}\n${capacity}\n${doc.slice(end)}`)
+  }
   for (const chart of charts) await write(join(dir, chart.file), chart.svg)
   if (options.keepRaw) return { markdown, files }
   const stamp = results.startedAt.replaceAll(':', '-').replace(/\.\d+Z$/, 'Z')

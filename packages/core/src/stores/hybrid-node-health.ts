@@ -29,7 +29,16 @@ export class NodeHealth {
   nodeOf(key: string): string {
     if (!this.cluster) return ''
     const slot = calculateSlot(key)
-    return (this.client as SlotMap).slots?.[slot]?.[0] ?? `slot ${slot}`
+    return this.masterOfSlot(slot) ?? `slot ${slot}`
+  }
+
+  /** The master serving `key` as the client last learned it ('' off a Cluster); undefined while it knows none. */
+  masterOf(key: string): string | undefined {
+    return this.cluster ? this.masterOfSlot(calculateSlot(key)) : ''
+  }
+
+  private masterOfSlot(slot: number): string | undefined {
+    return (this.client as SlotMap).slots?.[slot]?.[0]
   }
 
   /** Whether any node's last exchange failed. */

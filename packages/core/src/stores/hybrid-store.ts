@@ -823,7 +823,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const firstKeys = calls.map((call) =>
       call.indices.length > 0 ? nameOf(call.indices[0] as number) : this.heartbeatKey,
     )
-    const order = inTurnByNode(firstKeys.map((key) => this.health.nodeOf(key)))
+    // Calls whose master the client has not learned yet (it connects on its first command) count as one node.
+    const order = inTurnByNode(firstKeys.map((key) => this.health.masterOf(key) ?? ''))
     const outcomes = startInTurn(
       calls.map((call) => () => {
         const keys = call.indices.map(nameOf)
