@@ -89,7 +89,7 @@ export function capacityMarkdown(results: BenchResults): string | undefined {
   const b = capacityOf(cluster)
   const date = results.startedAt.slice(0, 10)
   return [
-    `Measured by \`pnpm bench --only hybrid-sync\` (${date}, ${results.machine.cpus} CPUs, Redis ${results.machine.redis}, ${integer(one.keys)} keys of one window; bench/results/latest.md, section 10), at the default \`syncIntervalMs\` of ${integer(DEFAULT_INTERVAL_MS)} ms:`,
+    `Measured by \`${results.command}\` (${date}, ${results.machine.cpus} CPUs, Redis ${results.machine.redis}, ${integer(one.keys)} keys of one window; bench/results/latest.md, section 10), at the default \`syncIntervalMs\` of ${integer(DEFAULT_INTERVAL_MS)} ms:`,
     '',
     `- **One Redis** holds about **${integer(a.redis)} active keys per second** of syncs at its whole CPU (${decimal(redisPerKey(one), 2)} µs per key); one syncing process about ${integer(a.process)} at its whole CPU (${decimal(processPerKey(one), 2)} µs per key). The process and Redis sharing this machine, one sync carried ${integer(a.measured)} keys per second.`,
     `- **One Cluster master** holds about **${integer(b.redis)} active keys per second** (${decimal(redisPerKey(cluster), 2)} µs per key of its share); a Cluster of M masters about M times that, its chunks going to the masters at once. On this machine the ${cluster.masters}-master Cluster's sync carried ${integer(b.measured)} keys per second.`,

@@ -35,10 +35,10 @@ export async function writeReport(
     files.push(relative(process.cwd(), path))
   }
   await write(join(dir, 'latest.md'), markdown)
-  // docs/hybrid.md's capacity is the bench's to write: a full-size run of the hybrid-sync measure
-  // rewrites it between its markers, and nothing else does.
+  // docs/hybrid.md's capacity is the bench's to write: a full-size run of the hybrid-sync measure,
+  // or its report written again (--from), rewrites it between its markers, and nothing else does.
   const capacity = results.config.quick ? undefined : capacityMarkdown(results)
-  if (capacity !== undefined && !options.keepRaw) {
+  if (capacity !== undefined) {
     const doc = await readFile(HYBRID_DOC, 'utf8')
     const start = doc.indexOf(CAPACITY_START)
     const end = doc.indexOf(CAPACITY_END)
