@@ -177,7 +177,7 @@ local function bucket_module()
     return measured_at, deficit
   end
 
-  -- Folded units (hybrid-bucket-fold.ts) added to every window; returns the whole units pushed
+  -- Folded units (stores/hybrid/bucket-fold.ts) added to every window; returns the whole units pushed
   -- above a limit after all of them.
   local function add_folded(windows, now, folded, s)
     local first, last, units = min(folded[1], now), min(folded[2], now), folded[3]
@@ -205,7 +205,7 @@ local function bucket_module()
   -- instead of each spending the whole refill on its own. State a faster clock stamped is moved
   -- back to now first, as a decision moves it. Returns the whole units pushed above a limit, and
   -- the value the key holds after ('' for none). With `folded`, `segments` holds the units folded
-  -- into `first last units floor shift floor shift …` (hybrid-bucket-fold.ts): per window the
+  -- into `first last units floor shift floor shift …` (stores/hybrid/bucket-fold.ts): per window the
   -- deficit refilled to `first` becomes max(floor, deficit + shift), which is what the segments
   -- one by one would make of it. When the bucket was measured after `first` (by another process
   -- or a RedisStore), the refill the fold counted before that measurement, which the deficit

@@ -1,6 +1,6 @@
 -- State of the counter algorithms (fixed window, sliding window, bucket): one string per key.
 -- Each algorithm keeps the same fields per window in either of two encodings (its file names
--- them; packages/core/src/stores/redis-state.ts decodes and encodes both):
+-- them; packages/core/src/stores/shared/redis-state.ts decodes and encodes both):
 --
 -- Compact, for a rule of one window whose fields fit: the fields f1 … fk as one run of digits,
 -- f1 then f2 … fk, then one length digit for each of f2 … fk (f1's length is what is left). f1 is

@@ -7,7 +7,7 @@
 -- entries older than that one (the one trimming rule). A total that would pass 2^53 - 1 (where
 -- doubles round) is rebased first: every total less that entry's, which keeps each difference.
 -- Entries a faster clock stamped after now are moved back to now (algorithms/algorithm.ts).
--- packages/core/src/stores/redis-state.ts decodes and encodes it.
+-- packages/core/src/stores/shared/redis-state.ts decodes and encodes it.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_log_module()

@@ -1,11 +1,11 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { bucket, scaleOf } from '../../packages/core/src/algorithms/bucket.js'
-import type { Window } from '../../packages/core/src/rules.js'
+import type { Window } from '../../packages/core/src/rules/rules.js'
 import { syncScript } from '../../packages/core/src/scripts/generated.js'
-import { applyFolded, foldAfter, foldedOf } from '../../packages/core/src/stores/hybrid-bucket-fold.js'
-import { ruleTextOf } from '../../packages/core/src/stores/hybrid-sync.js'
-import { decodeCounterState, toModelState } from '../../packages/core/src/stores/redis-state.js'
+import { applyFolded, foldAfter, foldedOf } from '../../packages/core/src/stores/hybrid/bucket-fold.js'
+import { ruleTextOf } from '../../packages/core/src/stores/hybrid/sync-wire.js'
+import { decodeCounterState, toModelState } from '../../packages/core/src/stores/shared/redis-state.js'
 import { seededRandom } from '../src/seeded-random.js'
 
 // A bucket's units reach Redis folded (stores/hybrid-bucket-fold.ts, lua/lib/bucket.lua): two

@@ -1,7 +1,7 @@
 import { createLimiter, HybridStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CALLS_IN_FLIGHT, inTurnByNode, startInTurn } from '../../packages/core/src/stores/hybrid-sync.js'
+import { CALLS_IN_FLIGHT, inTurnByNode, startInTurn } from '../../packages/core/src/stores/hybrid/sync-wire.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
 

@@ -43,9 +43,32 @@ function publicDeclarations(path: string): string {
         context,
       ),
   ]).transformed[0] as ts.SourceFile
-  const printed = ts.createPrinter({ removeComments: true }).printFile(withoutPrivate)
   const referenced = source.referencedFiles.map((file) => publicDeclarations(join(dirname(path), file.fileName)))
-  return [printed, ...referenced].join('\n')
+  return [canonical(withoutPrivate), ...referenced].join('\n')
+}
+
+/**
+ * The declarations in an order of their own: imports as written, then every other statement
+ * sorted by its text, export lists last with their names sorted. The bundler writes declarations
+ * in the order of the modules they came from, which moving a file changes and the API does not.
+ */
+function canonical(file: ts.SourceFile): string {
+  const printer = ts.createPrinter({ removeComments: true })
+  const print = (node: ts.Node): string => printer.printNode(ts.EmitHint.Unspecified, node, file)
+  const imports: string[] = []
+  const declarations: string[] = []
+  const exports: string[] = []
+  for (const statement of file.statements) {
+    if (ts.isImportDeclaration(statement)) imports.push(print(statement))
+    else if (ts.isExportDeclaration(statement) && statement.exportClause && ts.isNamedExports(statement.exportClause)) {
+      const names = statement.exportClause.elements.map(print).sort()
+      exports.push(
+        `export ${statement.isTypeOnly ? 'type ' : ''}{ ${names.join(', ')} }${statement.moduleSpecifier ? ` from ${print(statement.moduleSpecifier)}` : ''};`,
+      )
+    } else declarations.push(print(statement))
+  }
+  const references = file.referencedFiles.map((reference) => `/// <reference path="${reference.fileName}" />`)
+  return `${[...references, ...imports, ...declarations.sort(), ...exports.sort()].join('\n')}\n`
 }
 
 function isPrivate(member: ts.ClassElement): boolean {

@@ -10,7 +10,7 @@ import {
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { algorithms } from '../../packages/core/src/algorithms/index.js'
-import { evaluateLocally, type StateTable } from '../../packages/core/src/stores/evaluate-locally.js'
+import { evaluateLocally, type StateTable } from '../../packages/core/src/stores/shared/evaluate-locally.js'
 import {
   type CounterAlgorithm,
   counterExpiresAt,
@@ -23,7 +23,7 @@ import {
   slidingLogExpiresAt,
   toModelState,
   toSlidingLogModel,
-} from '../../packages/core/src/stores/redis-state.js'
+} from '../../packages/core/src/stores/shared/redis-state.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { seededRandom } from '../src/seeded-random.js'
 

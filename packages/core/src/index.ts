@@ -1,12 +1,3 @@
-export type { BreakerChange, BreakerState, CircuitBreakerOptions } from './circuit-breaker.js'
-export type { Clock } from './clock.js'
-export type { Decision, DecisionReason, WindowState } from './decision.js'
-export type { DecisionOptions, ResetOptions } from './decision-options.js'
-export { MAX_IDENTIFIERS } from './decision-plan.js'
-export type { Duration } from './duration.js'
-export { formatDuration, parseDuration } from './duration.js'
-export type { TollgateErrorCode, TollgateErrorOptions } from './errors.js'
-export { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from './errors.js'
 export { byIpAndUser } from './http/by-ip-and-user.js'
 export type { ObservedResponse } from './http/count-only.js'
 export type { TrustProxy } from './http/forwarded-address.js'
@@ -28,52 +19,72 @@ export type {
 export type { IpIdentifierOptions } from './identifiers/ip.js'
 export { ipIdentifier } from './identifiers/ip.js'
 export { userIdentifier } from './identifiers/user.js'
-export type { Limiter } from './limiter.js'
-export { createLimiter } from './limiter.js'
-export type { LimiterOptions } from './limiter-config.js'
+export type { Limiter } from './limiter/limiter.js'
+export { createLimiter } from './limiter/limiter.js'
+export type { LimiterOptions } from './limiter/limiter-config.js'
 export type { RulesVersion, RuleVersion } from './live-rules/history.js'
 export type { LiveRulesStatus, PublishOptions } from './live-rules/live-rules.js'
 export { LiveRules } from './live-rules/live-rules.js'
 export type { LiveRulesOptions } from './live-rules/options.js'
 export type { LiveRulesClient } from './live-rules/redis-rules.js'
 export type { RuleRejection, RulesChange } from './live-rules/source.js'
-export { loadRules } from './load-rules.js'
-export type { DecisionCountsOptions, RuleCounts, WindowCounts } from './metrics/decision-counts.js'
-export { DecisionCounts } from './metrics/decision-counts.js'
-export type { DecisionObserver, StoreErrorKind } from './metrics/decision-observer.js'
-export { STORE_ERROR_KINDS } from './metrics/decision-observer.js'
-export type { DurationCounts } from './metrics/duration-histogram.js'
-export { DEFAULT_DURATION_BUCKETS } from './metrics/duration-histogram.js'
-export type { HybridStoreView, RulesListener } from './metrics/limiter-sources.js'
-export { hybridStoreOf, onRulesEvents } from './metrics/limiter-sources.js'
-export type { DecisionOutcome } from './metrics/outcomes.js'
-export { DECISION_OUTCOMES, decisionOutcome } from './metrics/outcomes.js'
-export { OTHER_RULES } from './metrics/rule-labels.js'
-export type { OptionKeys, OptionsObjectCheck } from './option-objects.js'
-export { checkOptionsObject, optionKeys, wholeOption } from './option-objects.js'
-export type { AlgorithmName, Rule, RuleOptions, RulesOptions, WarningHandler, Window, WindowOptions } from './rules.js'
-export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules.js'
+export type { DecisionCountsOptions, RuleCounts, WindowCounts } from './observe/metrics/decision-counts.js'
+export { DecisionCounts } from './observe/metrics/decision-counts.js'
+export type { DurationCounts } from './observe/metrics/duration-histogram.js'
+export { DEFAULT_DURATION_BUCKETS } from './observe/metrics/duration-histogram.js'
+export type { HybridStoreView, RulesListener } from './observe/metrics/limiter-sources.js'
+export { hybridStoreOf, onRulesEvents } from './observe/metrics/limiter-sources.js'
+export type { DecisionOutcome } from './observe/metrics/outcomes.js'
+export { DECISION_OUTCOMES, decisionOutcome } from './observe/metrics/outcomes.js'
+export { OTHER_RULES } from './observe/metrics/rule-labels.js'
+export type { FleetStats, FleetStatsClient, FleetStatsOptions } from './observe/telemetry/fleet-stats.js'
+export { shareFleetStats } from './observe/telemetry/fleet-stats.js'
+export type {
+  FleetProcess,
+  FleetSecond,
+  FleetStatsReadClient,
+  RefusedIdentifier,
+  RuleSecondCounts,
+} from './observe/telemetry/fleet-stats-reader.js'
+export { readFleetProcesses, readFleetSeconds, readTopRefused } from './observe/telemetry/fleet-stats-reader.js'
+export type { Decision, DecisionReason, WindowState } from './rules/decision.js'
+export { loadRules } from './rules/load-rules.js'
+export type {
+  AlgorithmName,
+  Rule,
+  RuleOptions,
+  RulesOptions,
+  WarningHandler,
+  Window,
+  WindowOptions,
+} from './rules/rules.js'
+export { ALGORITHMS, MAX_CHAIN_LENGTH, MAX_WINDOWS_PER_RULE } from './rules/rules.js'
+export type { RuleShape } from './rules/state-name.js'
+export { stateNameOf } from './rules/state-name.js'
+export type { StoreErrorPolicy } from './rules/store-error-policy.js'
 export type { RedisScript } from './scripts/redis-scripts.js'
 export { REDIS_SCRIPTS } from './scripts/redis-scripts.js'
-export type { RuleShape } from './state-name.js'
-export { stateNameOf } from './state-name.js'
-export type { BacklogOptions } from './store-backlog.js'
-export type { LimiterEvents } from './store-caller.js'
-export type { StoreErrorPolicy } from './store-error-policy.js'
-export { hybridInstancesKey } from './stores/hybrid-instances.js'
+export type { BreakerChange, BreakerState, CircuitBreakerOptions } from './store-calls/circuit-breaker.js'
+export type { DecisionObserver, StoreErrorKind } from './store-calls/decision-observer.js'
+export { STORE_ERROR_KINDS } from './store-calls/decision-observer.js'
+export type { DecisionOptions, ResetOptions } from './store-calls/decision-options.js'
+export { MAX_IDENTIFIERS } from './store-calls/decision-plan.js'
+export type { BacklogOptions } from './store-calls/store-backlog.js'
+export type { LimiterEvents } from './store-calls/store-caller.js'
+export type { HybridStats, HybridStoreEvents, SyncReport } from './stores/hybrid/hybrid-store.js'
+export { HybridStore } from './stores/hybrid/hybrid-store.js'
+export { hybridInstancesKey } from './stores/hybrid/instances.js'
 export type {
   HybridConsistency,
   HybridLeaseOptions,
   HybridOutageOptions,
   HybridStoreOptions,
   OutagePolicy,
-} from './stores/hybrid-options.js'
-export type { HybridStats, HybridStoreEvents, SyncReport } from './stores/hybrid-store.js'
-export { HybridStore } from './stores/hybrid-store.js'
-export type { MemoryStoreOptions } from './stores/memory-store.js'
-export { MemoryStore } from './stores/memory-store.js'
-export type { RedisClientLike, RedisStoreOptions } from './stores/redis-store.js'
-export { RedisStore } from './stores/redis-store.js'
+} from './stores/hybrid/options.js'
+export type { MemoryStoreOptions } from './stores/memory/memory-store.js'
+export { MemoryStore } from './stores/memory/memory-store.js'
+export type { RedisClientLike, RedisStoreOptions } from './stores/redis/redis-store.js'
+export { RedisStore } from './stores/redis/redis-store.js'
 export type {
   ReplyWatch,
   Store,
@@ -84,14 +95,11 @@ export type {
   StoreTarget,
   StoreWindowResult,
 } from './stores/store.js'
-export type { FleetStats, FleetStatsClient, FleetStatsOptions } from './telemetry/fleet-stats.js'
-export { shareFleetStats } from './telemetry/fleet-stats.js'
-export type {
-  FleetProcess,
-  FleetSecond,
-  FleetStatsReadClient,
-  RefusedIdentifier,
-  RuleSecondCounts,
-} from './telemetry/fleet-stats-reader.js'
-export { readFleetProcesses, readFleetSeconds, readTopRefused } from './telemetry/fleet-stats-reader.js'
-export { MAX_TIMER_MS } from './timer-delay.js'
+export type { Clock } from './support/clock.js'
+export type { Duration } from './support/duration.js'
+export { formatDuration, parseDuration } from './support/duration.js'
+export type { TollgateErrorCode, TollgateErrorOptions } from './support/errors.js'
+export { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from './support/errors.js'
+export type { OptionKeys, OptionsObjectCheck } from './support/option-objects.js'
+export { checkOptionsObject, optionKeys, wholeOption } from './support/option-objects.js'
+export { MAX_TIMER_MS } from './support/timer-delay.js'

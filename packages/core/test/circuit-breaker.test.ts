@@ -1,5 +1,4 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { type BreakerChange, breakerSettingsOf, CircuitBreaker } from '../src/circuit-breaker.js'
 import {
   createLimiter,
   MemoryStore,
@@ -9,6 +8,7 @@ import {
   TollgateConfigError,
   TollgateError,
 } from '../src/index.js'
+import { type BreakerChange, breakerSettingsOf, CircuitBreaker } from '../src/store-calls/circuit-breaker.js'
 
 describe('CircuitBreaker', () => {
   let now = 0

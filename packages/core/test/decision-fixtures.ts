@@ -1,4 +1,4 @@
-import type { WindowState } from '../src/decision.js'
+import type { WindowState } from '../src/rules/decision.js'
 
 /** 900 ms past a whole second, so that rounding up and down give different answers. */
 export const NOW = 1_763_712_000_900

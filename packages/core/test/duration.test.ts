@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { formatDuration, MAX_PERIOD_MS } from '../src/duration.js'
 import { parseDuration } from '../src/index.js'
+import { formatDuration, MAX_PERIOD_MS } from '../src/support/duration.js'
 
 const DAY = 86_400_000
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { EvictionRing, type RingEntry } from '../src/stores/eviction-ring.js'
+import { EvictionRing, type RingEntry } from '../src/stores/memory/eviction-ring.js'
 
 class Item implements RingEntry<Item> {
   used = false

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { TollgateConfigError } from '../src/errors.js'
-import { LIMITER_FOREIGN_OPTIONS, MIDDLEWARE_FOREIGN_OPTIONS } from '../src/foreign-options.js'
 import { createRateLimit, createRouteRateLimit } from '../src/http/rate-limit.js'
 import { RATE_LIMIT_OPTION_KEYS, type RateLimitOptions } from '../src/http/rate-limit-options.js'
-import { createLimiter } from '../src/limiter.js'
+import { createLimiter } from '../src/limiter/limiter.js'
+import { TollgateConfigError } from '../src/support/errors.js'
+import { LIMITER_FOREIGN_OPTIONS, MIDDLEWARE_FOREIGN_OPTIONS } from '../src/support/foreign-options.js'
 
 const MIGRATING = 'https://github.com/tollgate-js/tollgate/blob/main/docs/migrating.md'
 const windows = [{ limit: 5, period: '1m' }] as const

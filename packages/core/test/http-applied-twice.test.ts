@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { RateLimitVerdict, RequestView } from '../src/http/rate-limit.js'
 import type { RateLimitOptions, ResponseOutcome } from '../src/http/rate-limit-options.js'
-import type { Limiter } from '../src/limiter.js'
+import type { Limiter } from '../src/limiter/limiter.js'
 import type { Store } from '../src/stores/store.js'
 import { engine, FakeResponse, IP, limiterOf, memoryStore, remaining, settled, view } from './http-fixtures.js'
 

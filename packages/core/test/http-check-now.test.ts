@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
-import { TollgateArgumentError, TollgateError } from '../src/errors.js'
 import type { RateLimitVerdict } from '../src/http/rate-limit.js'
 import type { RateLimitOptions } from '../src/http/rate-limit-options.js'
-import type { MemoryStore } from '../src/stores/memory-store.js'
+import type { MemoryStore } from '../src/stores/memory/memory-store.js'
 import type { Store } from '../src/stores/store.js'
+import { TollgateArgumentError, TollgateError } from '../src/support/errors.js'
 import { engine, limiterOf, memoryStore, view } from './http-fixtures.js'
 
 interface Req {

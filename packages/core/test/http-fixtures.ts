@@ -2,9 +2,9 @@ import { EventEmitter } from 'node:events'
 import { afterEach, expect } from 'vitest'
 import { createRateLimit, type RateLimit, type RequestView } from '../src/http/rate-limit.js'
 import type { RateLimitOptions } from '../src/http/rate-limit-options.js'
-import { createLimiter, type Limiter } from '../src/limiter.js'
-import type { RulesOptions } from '../src/rules.js'
-import { MemoryStore } from '../src/stores/memory-store.js'
+import { createLimiter, type Limiter } from '../src/limiter/limiter.js'
+import type { RulesOptions } from '../src/rules/rules.js'
+import { MemoryStore } from '../src/stores/memory/memory-store.js'
 import type { Store } from '../src/stores/store.js'
 
 /** A whole minute, so that every window starts with the clock. */

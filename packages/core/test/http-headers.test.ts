@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto'
 import { type BareItem, type Item, type List, parseList } from 'structured-headers'
 import { describe, expect, it } from 'vitest'
-import type { Decision } from '../src/decision.js'
 import { type HeaderOptions, type HeadersFormat, rateLimitHeaders } from '../src/http/headers.js'
 import { policyName } from '../src/http/policy-name.js'
+import type { Decision } from '../src/rules/decision.js'
 import { NOW, windowState } from './decision-fixtures.js'
 
 const IP = 'ip:203.0.113.7'

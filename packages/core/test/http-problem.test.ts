@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import type { Decision } from '../src/decision.js'
-import { TollgateError } from '../src/errors.js'
 import { quotaExceededProblem, storeUnavailableProblem } from '../src/http/problem.js'
+import type { Decision } from '../src/rules/decision.js'
+import { TollgateError } from '../src/support/errors.js'
 import { NOW, windowState } from './decision-fixtures.js'
 
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'

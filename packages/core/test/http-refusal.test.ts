@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import type { Decision } from '../src/decision.js'
-import { TollgateArgumentError } from '../src/errors.js'
 import type { RefusalResponse, StandardRefusal } from '../src/http/rate-limit-options.js'
+import type { Decision } from '../src/rules/decision.js'
 import type { Store } from '../src/stores/store.js'
+import { TollgateArgumentError } from '../src/support/errors.js'
 import { engine, memoryStore, view } from './http-fixtures.js'
 
 interface Req {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { TollgateError } from '../src/errors.js'
 import { createRouteRateLimit } from '../src/http/rate-limit.js'
+import { TollgateError } from '../src/support/errors.js'
 import { engine, IP, limiterOf, memoryStore, remaining, view } from './http-fixtures.js'
 
 interface Req {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { TollgateArgumentError, TollgateConfigError } from '../src/errors.js'
 import { ipIdentifier } from '../src/identifiers/ip.js'
 import { userIdentifier } from '../src/identifiers/user.js'
+import { TollgateArgumentError, TollgateConfigError } from '../src/support/errors.js'
 
 function expectArgumentError(call: () => unknown, shown: string): void {
   let thrown: unknown

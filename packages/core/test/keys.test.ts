@@ -1,8 +1,14 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { TollgateArgumentError, TollgateConfigError } from '../src/errors.js'
-import { encodeKeyPart, KeyBuilder, MAX_IDENTIFIER_LENGTH, validateIdentifier, validatePrefix } from '../src/keys.js'
-import { ALGORITHMS } from '../src/rules.js'
+import {
+  encodeKeyPart,
+  KeyBuilder,
+  MAX_IDENTIFIER_LENGTH,
+  validateIdentifier,
+  validatePrefix,
+} from '../src/rules/keys.js'
+import { ALGORITHMS } from '../src/rules/rules.js'
+import { TollgateArgumentError, TollgateConfigError } from '../src/support/errors.js'
 
 const HASHED = /^#[A-Za-z0-9_-]{27}$/
 

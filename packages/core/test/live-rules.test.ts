@@ -19,7 +19,7 @@ import { publishPayloadOf } from '../src/live-rules/redis-rules.js'
 import { LiveRuleSet } from '../src/live-rules/rule-set.js'
 import { readSnapshot, writeSnapshot } from '../src/live-rules/snapshot.js'
 import { LiveWindowLists } from '../src/live-rules/window-lists.js'
-import { type Rule, type RuleOptions, resolveRules } from '../src/rules.js'
+import { type Rule, type RuleOptions, resolveRules } from '../src/rules/rules.js'
 
 const defaults = {
   api: { windows: [{ limit: 100, period: '1m' }] },

@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { textDigest } from '../src/digest.js'
 import {
   createLimiter,
   type Limiter,
@@ -8,7 +7,8 @@ import {
   type RulesOptions,
   TollgateConfigError,
 } from '../src/index.js'
-import { SWEEP_SLICE } from '../src/stores/memory-store.js'
+import { SWEEP_SLICE } from '../src/stores/memory/memory-store.js'
+import { textDigest } from '../src/support/digest.js'
 import { collectedHeapUsed } from './heap-fixtures.js'
 
 const START = 1_700_000_000_000

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { Window } from '../src/rules.js'
+import type { Window } from '../src/rules/rules.js'
 import {
   counterExpiresAt,
   decodeCounterState,
@@ -9,7 +9,7 @@ import {
   fromModelState,
   slidingLogMember,
   toModelState,
-} from '../src/stores/redis-state.js'
+} from '../src/stores/shared/redis-state.js'
 
 const MINUTE: Window = { limit: 100, periodMs: 60_000 }
 const HOUR: Window = { limit: 1_000, periodMs: 3_600_000 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { SpaceSaving } from '../src/telemetry/space-saving.js'
+import { SpaceSaving } from '../src/observe/telemetry/space-saving.js'
 
 describe('SpaceSaving', () => {
   it('holds every item heavier than total ÷ capacity, each count at most its error above the truth', () => {

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/errors.js'
-import { createLimiter, type Limiter } from '../src/limiter.js'
-import type { LimiterOptions } from '../src/limiter-config.js'
-import type { RulesOptions } from '../src/rules.js'
-import { MemoryStore } from '../src/stores/memory-store.js'
+import { createLimiter, type Limiter } from '../src/limiter/limiter.js'
+import type { LimiterOptions } from '../src/limiter/limiter-config.js'
+import type { RulesOptions } from '../src/rules/rules.js'
+import { MemoryStore } from '../src/stores/memory/memory-store.js'
 import type { Store, StoreRequest, StoreResult } from '../src/stores/store.js'
+import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/support/errors.js'
 
 const T = 1_763_712_000_000
 const RULES: RulesOptions = { api: { windows: [{ limit: 5, period: '1m' }] } }

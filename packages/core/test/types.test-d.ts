@@ -13,7 +13,7 @@ import {
   type RulesOptions,
   type WindowOptions,
 } from '../src/index.js'
-import { optionKeys } from '../src/option-objects.js'
+import { optionKeys } from '../src/support/option-objects.js'
 
 interface Req {
   user: { id: number }

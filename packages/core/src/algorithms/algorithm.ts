@@ -1,5 +1,5 @@
-import type { Window } from '../rules.js'
-import type { StoreWindowResult } from '../stores/store.js'
+import type { Window } from '../rules/rules.js'
+import type { StoreWindowResult } from './window-result.js'
 
 /** A time that never comes: the answer of `fitsAt` when a cost exceeds a window's limit. */
 export const NEVER = Number.POSITIVE_INFINITY
@@ -41,7 +41,7 @@ export interface Algorithm<S> {
   /** From this time on the state is indistinguishable from no state, so it may be dropped. */
   expiresAt(state: S, windows: readonly Window[]): number
   /**
-   * A target's first step in an in-process decision (stores/evaluate-locally.ts), every window
+   * A target's first step in an in-process decision (stores/shared/evaluate-locally.ts), every window
    * at once. First it moves back to `now`, in place, whatever a faster clock stamped later than
    * `now` (another app server's, or this one's before it was set back), so that such state ends
    * within a period of this clock instead of the skew (CLAMPED: the state must then be

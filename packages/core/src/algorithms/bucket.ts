@@ -1,9 +1,9 @@
-import type { Window } from '../rules.js'
-import { gcd } from '../rules.js'
-import type { StoreWindowResult } from '../stores/store.js'
+import type { Window } from '../rules/rules.js'
+import { gcd } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
 import { answerShed, shedsAt } from './shedding.js'
+import type { StoreWindowResult } from './window-result.js'
 
 /**
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
@@ -83,7 +83,7 @@ function answer(state: BucketState | undefined, window: Window, now: number, cos
   const at = valuesOf(state, window.periodMs, 2)
   const level = levelAt(state, at, scale, now)
   const measured = measuredAt(state, at, now)
-  // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
+  // A level below 0 is units a HybridStore's fleet owes (stores/shared/redis-state.ts): none remain.
   const remaining = Math.max(0, Math.floor(level / scale.perToken))
   return {
     remaining,
@@ -141,7 +141,7 @@ export const bucket: Algorithm<BucketState> = {
 
   remaining(state, window, now) {
     const scale = scaleOf(window)
-    // A level below 0 is units a HybridStore's fleet owes (stores/redis-state.ts): none remain.
+    // A level below 0 is units a HybridStore's fleet owes (stores/shared/redis-state.ts): none remain.
     return Math.max(0, Math.floor(levelAt(state, valuesOf(state, window.periodMs, 2), scale, now) / scale.perToken))
   },
 

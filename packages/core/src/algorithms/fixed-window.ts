@@ -1,8 +1,8 @@
-import type { Window } from '../rules.js'
-import type { StoreWindowResult } from '../stores/store.js'
+import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
 import { answerShed, shedsAt } from './shedding.js'
+import type { StoreWindowResult } from './window-result.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState

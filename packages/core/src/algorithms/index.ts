@@ -1,4 +1,4 @@
-import type { AlgorithmName } from '../rules.js'
+import type { AlgorithmName } from '../rules/rules.js'
 import type { Algorithm } from './algorithm.js'
 import { bucket } from './bucket.js'
 import { fixedWindow } from './fixed-window.js'

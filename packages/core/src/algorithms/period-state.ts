@@ -1,4 +1,4 @@
-import type { Window } from '../rules.js'
+import type { Window } from '../rules/rules.js'
 
 /**
  * The counter algorithms' state for one key: per window period a fixed number of values, kept

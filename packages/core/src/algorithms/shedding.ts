@@ -1,6 +1,6 @@
-import type { Window } from '../rules.js'
-import type { StoreWindowResult } from '../stores/store.js'
+import type { Window } from '../rules/rules.js'
 import type { Algorithm } from './algorithm.js'
+import type { StoreWindowResult } from './window-result.js'
 
 /**
  * Probabilistic shedding between a window's `lowBurst` and its limit. A request that fits,

@@ -1,7 +1,7 @@
-import type { Window } from '../rules.js'
-import type { StoreWindowResult } from '../stores/store.js'
+import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { answerShed, shedsAt } from './shedding.js'
+import type { StoreWindowResult } from './window-result.js'
 
 /**
  * Every admitted request as (time, running total of units after it). The running total makes a

@@ -1,9 +1,9 @@
-import type { Window } from '../rules.js'
-import type { StoreWindowResult } from '../stores/store.js'
+import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
 import { ceilRatio, largestWithin } from './ratios.js'
 import { answerShed, shedsAt } from './shedding.js'
+import type { StoreWindowResult } from './window-result.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState

@@ -1,5 +1,5 @@
-import { textDigest } from '../digest.js'
 import { addressIdentifier } from '../identifiers/ip.js'
+import { textDigest } from '../support/digest.js'
 
 /** How an address that is not a plain IP address was read. */
 export type AddressFallback = 'port-removed' | 'digest'

@@ -1,6 +1,6 @@
-import type { DecisionOptions } from '../decision-options.js'
-import { describeValue, TollgateConfigError } from '../errors.js'
-import type { Limiter } from '../limiter.js'
+import type { Limiter } from '../limiter/limiter.js'
+import type { DecisionOptions } from '../store-calls/decision-options.js'
+import { describeValue, TollgateConfigError } from '../support/errors.js'
 import type { RateLimitOptions, ResponseOutcome } from './rate-limit-options.js'
 
 /**

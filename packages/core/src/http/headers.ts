@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto'
-import type { Decision, WindowState } from '../decision.js'
+import type { Decision, WindowState } from '../rules/decision.js'
 import { policyName } from './policy-name.js'
 import { retryAfterSeconds } from './retry-after.js'
 

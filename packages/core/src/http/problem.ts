@@ -1,5 +1,5 @@
-import type { Decision } from '../decision.js'
 import { identifierKind } from '../identifiers/kind.js'
+import type { Decision } from '../rules/decision.js'
 import { tightestPerPolicy } from './headers.js'
 import { policyName } from './policy-name.js'
 import { retryAfterSeconds } from './retry-after.js'

@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto'
-import { consumeNowOf, isThenable, promised } from '../consume-now.js'
-import type { Decision } from '../decision.js'
-import type { DecisionOptions } from '../decision-options.js'
-import { describeValue, TollgateConfigError, TollgateError } from '../errors.js'
-import { MIDDLEWARE_FOREIGN_OPTIONS } from '../foreign-options.js'
-import { createLimiter, type Limiter } from '../limiter.js'
-import { checkOptionsObject, type OptionKeys } from '../option-objects.js'
-import { processWarning } from '../process-warning.js'
-import type { WarningHandler } from '../rules.js'
-import { storeErrorPolicyOf } from '../store-error-policy.js'
-import { storeTimeoutOf } from '../store-wait.js'
+import { consumeNowOf, isThenable, promised } from '../limiter/consume-now.js'
+import { createLimiter, type Limiter } from '../limiter/limiter.js'
+import type { Decision } from '../rules/decision.js'
+import type { WarningHandler } from '../rules/rules.js'
+import { storeErrorPolicyOf } from '../rules/store-error-policy.js'
+import type { DecisionOptions } from '../store-calls/decision-options.js'
+import { storeTimeoutOf } from '../store-calls/store-wait.js'
 import type { Store } from '../stores/store.js'
+import { describeValue, TollgateConfigError, TollgateError } from '../support/errors.js'
+import { MIDDLEWARE_FOREIGN_OPTIONS } from '../support/foreign-options.js'
+import { checkOptionsObject, type OptionKeys } from '../support/option-objects.js'
+import { processWarning } from '../support/process-warning.js'
 import { appliedBefore, rememberApplied } from './applied-rules.js'
 import { type AddressFallback, clientAddressIdentifier } from './client-address.js'
 import { chargeSettler, countOnlyOf, type ObservedResponse } from './count-only.js'
@@ -172,7 +172,7 @@ export function createRateLimit<Req>(
 
   // The steps of one check, each handing over to the next at once, or once the promise a
   // caller's function returned settles: with no such function and a store that decides in the
-  // process, the whole check runs in one turn, with no promise at all (consume-now.ts).
+  // process, the whole check runs in one turn, with no promise at all (limiter/consume-now.ts).
 
   function checkNow(request: Req, view: RequestView): MaybePromise<RateLimitVerdict> {
     try {

@@ -1,4 +1,4 @@
-import { TollgateArgumentError } from '../errors.js'
+import { TollgateArgumentError } from '../support/errors.js'
 import type { RefusalResponse } from './rate-limit-options.js'
 
 /** A refusal ready to send: what every adapter writes as it is. */

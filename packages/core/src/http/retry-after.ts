@@ -1,4 +1,4 @@
-import type { Decision } from '../decision.js'
+import type { Decision } from '../rules/decision.js'
 
 /**
  * `Retry-After` in whole seconds for a refusal (rounded up, at least 1, so a client never

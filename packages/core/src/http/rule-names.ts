@@ -1,6 +1,6 @@
-import { textDigest } from '../digest.js'
-import { formatDuration, parseDuration } from '../duration.js'
-import { ALGORITHMS, type AlgorithmName, MAX_RULE_NAME_LENGTH } from '../rules.js'
+import { ALGORITHMS, type AlgorithmName, MAX_RULE_NAME_LENGTH } from '../rules/rules.js'
+import { textDigest } from '../support/digest.js'
+import { formatDuration, parseDuration } from '../support/duration.js'
 
 /** The name inline windows that do not hold up are checked under, so the error names them plainly. */
 const UNCHECKED_INLINE = 'inline'

@@ -1,6 +1,6 @@
-import { textDigest } from '../digest.js'
 import { identifierKind } from '../identifiers/kind.js'
-import { MAX_IDENTIFIER_LENGTH } from '../keys.js'
+import { MAX_IDENTIFIER_LENGTH } from '../rules/keys.js'
+import { textDigest } from '../support/digest.js'
 
 /** Why an entry `identify` returned could not be used as it was. */
 export type UnusableIdentifier = 'not-a-string' | 'too-long' | 'none'

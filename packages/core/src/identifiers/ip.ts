@@ -1,4 +1,4 @@
-import { describeValue, TollgateArgumentError, TollgateConfigError } from '../errors.js'
+import { describeValue, TollgateArgumentError, TollgateConfigError } from '../support/errors.js'
 
 export interface IpIdentifierOptions {
   /**

@@ -1,4 +1,4 @@
-import { describeValue, TollgateArgumentError } from '../errors.js'
+import { describeValue, TollgateArgumentError } from '../support/errors.js'
 
 /**
  * The rate-limit identifier of an authenticated user: `'user:<id>'`. String ids are kept exactly

@@ -1,4 +1,4 @@
-import type { RulesOptions, WarningHandler } from '../rules.js'
+import type { RulesOptions, WarningHandler } from '../rules/rules.js'
 import { ListenerFailure } from './listener-failure.js'
 import { type AppliedStored, applyStored, type Overrides, type StoredRule } from './overrides.js'
 import type { RulesStamp } from './redis-rules.js'

@@ -1,4 +1,4 @@
-import type { Override } from './overrides.js'
+import type { Override } from './override.js'
 
 /** A rule's change: its new override (null: dropped), and whether a map would hold it after every other rule. */
 interface Change {

@@ -1,6 +1,6 @@
-import { TollgateArgumentError } from '../errors.js'
-import { isPlainObject } from '../option-objects.js'
-import type { RuleOptions } from '../rules.js'
+import type { RuleOptions } from '../rules/rules.js'
+import { TollgateArgumentError } from '../support/errors.js'
+import { isPlainObject } from '../support/option-objects.js'
 import { HISTORY_LENGTH } from './redis-rules.js'
 
 /** One rule's change in a published version. */

@@ -1,4 +1,4 @@
-import { TollgateError } from '../errors.js'
+import { TollgateError } from '../support/errors.js'
 
 /** The first error a limiter's listener threw while rules were applied, thrown once every limiter has them. */
 export class ListenerFailure {

@@ -1,10 +1,10 @@
-import { clientCloser } from '../client-ownership.js'
-import { describeValue, TollgateConfigError } from '../errors.js'
-import { validatePrefix } from '../keys.js'
-import { checkOptionsObject, optionKeys } from '../option-objects.js'
-import { processWarning } from '../process-warning.js'
-import type { RulesOptions, WarningHandler } from '../rules.js'
-import { MAX_TIMER_MS } from '../timer-delay.js'
+import { validatePrefix } from '../rules/keys.js'
+import type { RulesOptions, WarningHandler } from '../rules/rules.js'
+import { clientCloser } from '../support/client-ownership.js'
+import { describeValue, TollgateConfigError } from '../support/errors.js'
+import { checkOptionsObject, optionKeys } from '../support/option-objects.js'
+import { processWarning } from '../support/process-warning.js'
+import { MAX_TIMER_MS } from '../support/timer-delay.js'
 import type { LiveRulesClient } from './redis-rules.js'
 
 export interface LiveRulesOptions {

@@ -1,17 +1,11 @@
-import { describeValue, TollgateConfigError } from '../errors.js'
-import { isPlainObject } from '../option-objects.js'
-import type { RuleOptions, RulesOptions } from '../rules.js'
+import type { RuleOptions, RulesOptions } from '../rules/rules.js'
+import { describeValue, TollgateConfigError } from '../support/errors.js'
+import { isPlainObject } from '../support/option-objects.js'
 import { ChangedOverrides } from './changed-overrides.js'
-import type { RuleRejection } from './source.js'
+import type { Override, Overrides } from './override.js'
+import type { RuleRejection } from './rule-rejection.js'
 
-/** A rule's override: its options and their JSON, as stored. */
-export interface Override {
-  readonly options: RuleOptions
-  readonly text: string
-}
-
-/** The overrides in force, by rule name. A rule without one runs its default. */
-export type Overrides = ReadonlyMap<string, Override>
+export type { Override, Overrides }
 
 /** A rule as read from where overrides are kept: its JSON, or null for no override. */
 export interface StoredRule {

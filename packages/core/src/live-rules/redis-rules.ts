@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { TollgateConfigError, TollgateError } from '../errors.js'
 import { publishRulesScript, readRulesScript } from '../scripts/generated.js'
+import { TollgateConfigError, TollgateError } from '../support/errors.js'
 import type { Override, StoredRule } from './overrides.js'
 
 /**

@@ -1,6 +1,6 @@
-import { TollgateConfigError } from '../errors.js'
-import { isPlainObject } from '../option-objects.js'
-import { type Rule, type RuleOptions, type RulesOptions, resolveRules, type WarningHandler } from '../rules.js'
+import { type Rule, type RuleOptions, type RulesOptions, resolveRules, type WarningHandler } from '../rules/rules.js'
+import { TollgateConfigError } from '../support/errors.js'
+import { isPlainObject } from '../support/option-objects.js'
 import { mergedRules, type Override, type Overrides, withChanges } from './overrides.js'
 import type { LiveWindowLists } from './window-lists.js'
 

@@ -1,4 +1,4 @@
-import { TollgateError } from '../errors.js'
+import { TollgateError } from '../support/errors.js'
 import type { AppliedRules, CheckedSet } from './applied-rules.js'
 import { unlessReported } from './listener-failure.js'
 import type { LiveRulesConfig } from './options.js'

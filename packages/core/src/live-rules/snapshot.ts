@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { rename, rm, writeFile } from 'node:fs/promises'
-import { isPlainObject } from '../option-objects.js'
+import { isPlainObject } from '../support/option-objects.js'
 import type { Overrides, StoredRule } from './overrides.js'
 
 const FORMAT = 'tollgate-live-rules'

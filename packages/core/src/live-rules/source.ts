@@ -1,4 +1,5 @@
-import type { LiveResolution, RulesOptions } from '../rules.js'
+import type { LiveResolution, RulesOptions } from '../rules/rules.js'
+import type { RuleRejection } from './rule-rejection.js'
 import type { LiveRuleSet } from './rule-set.js'
 
 /** A new rule set applied: the epoch it is at, and the rules whose options changed with it. */
@@ -9,14 +10,7 @@ export interface RulesChange {
   readonly changed: readonly string[]
 }
 
-/** A stored rule this process would not apply: the last good version of the rule stays. */
-export interface RuleRejection {
-  readonly rule: string
-  /** The epoch that stored it. */
-  readonly epoch: number
-  /** Why, as createLimiter would have said it. @example "rule 'api', window 0: limit must be a positive integer, got 0" */
-  readonly message: string
-}
+export type { RuleRejection }
 
 /**
  * Something that follows live rules (a limiter): how it resolves a rule set, which throws

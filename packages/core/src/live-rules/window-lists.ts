@@ -1,4 +1,4 @@
-import type { LiveResolution, Window } from '../rules.js'
+import type { LiveResolution, Window } from '../rules/rules.js'
 
 /**
  * One `windows` array per distinct list of windows among the rules live rules resolve, so that

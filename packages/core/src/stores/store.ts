@@ -1,5 +1,6 @@
-import type { TollgateError } from '../errors.js'
-import type { AlgorithmName, Window } from '../rules.js'
+import type { StoreWindowResult } from '../algorithms/window-result.js'
+import type { AlgorithmName, Window } from '../rules/rules.js'
+import type { TollgateError } from '../support/errors.js'
 
 /** One (rule, identifier) pair of a decision: its windows are checked and charged together. */
 export interface StoreTarget {
@@ -29,18 +30,7 @@ export interface StoreRequest {
   readonly random?: number
 }
 
-export interface StoreWindowResult {
-  /** Whole units left after this operation. */
-  remaining: number
-  /** When the window next frees a unit (now when nothing is used). */
-  resetAtMs: number
-  /**
-   * The earliest time the request's cost fits in this window; `Infinity` if it never can. For a
-   * window that shed the request: the earliest time its use after the cost is at most its
-   * `lowBurst`, and at least a millisecond after now.
-   */
-  fitsAtMs: number
-}
+export type { StoreWindowResult }
 
 export interface StoreResult {
   /** Whether every window fitted (and, for `consume`, was charged). Always true for `refund`. */

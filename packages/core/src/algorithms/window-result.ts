@@ -1,0 +1,13 @@
+/** One window's answer to an operation, as every algorithm gives it and every store passes it on. */
+export interface StoreWindowResult {
+  /** Whole units left after this operation. */
+  remaining: number
+  /** When the window next frees a unit (now when nothing is used). */
+  resetAtMs: number
+  /**
+   * The earliest time the request's cost fits in this window; `Infinity` if it never can. For a
+   * window that shed the request: the earliest time its use after the cost is at most its
+   * `lowBurst`, and at least a millisecond after now.
+   */
+  fitsAtMs: number
+}

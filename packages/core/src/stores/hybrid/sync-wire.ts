@@ -1,0 +1,240 @@
+import type { AlgorithmName, Window } from '../../rules/rules.js'
+import { describeValue, TollgateError } from '../../support/errors.js'
+import { groupBySlot } from '../shared/cluster-slots.js'
+import { SCRIPT_ALGORITHM } from '../shared/redis-wire.js'
+import { isFolded } from './bucket-fold.js'
+import type { KeyTable } from './key-table.js'
+
+/**
+ * What travels between a HybridStore and lua/sync.lua: keys in chunks of at most MAX_CHUNK, one
+ * script call each (per Cluster slot), and their answers.
+ */
+
+/** Keys per script call: a call holds Redis for about this many keys' work. */
+export const MAX_CHUNK = 500
+
+export type SyncCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
+
+export interface ChunkAnswer {
+  /** The server's time when the script ran (ms). */
+  serverMs: number
+  /** Live processes, counted by the heartbeat; undefined when the chunk carried none. */
+  instances: number | undefined
+  /** Per key of the chunk, in order: its value after the push ('' for no key), or the error that key alone met. */
+  values: Array<string | TollgateError>
+  /** Units pushed above a limit, by the key's index in the chunk: only keys that pushed some. */
+  overAdmitted: Map<number, number> | undefined
+}
+
+/** A rule's windows always encode to the same text: each is encoded once. */
+const ruleTexts = new WeakMap<readonly Window[], Map<AlgorithmName, string>>()
+
+/** A rule's text in the sync and lease scripts' entries: 'code limit period limit period …'. */
+export function ruleTextOf(algorithm: AlgorithmName, windows: readonly Window[]): string {
+  let texts = ruleTexts.get(windows)
+  if (texts === undefined) {
+    texts = new Map()
+    ruleTexts.set(windows, texts)
+  }
+  let text = texts.get(algorithm)
+  if (text === undefined) {
+    text = SCRIPT_ALGORITHM[algorithm]
+    for (const window of windows) text += ` ${window.limit} ${window.periodMs}`
+    texts.set(algorithm, text)
+  }
+  return text
+}
+
+/** The indices of `count` keys as chunks of at most MAX_CHUNK (one Redis server: no slots to keep apart). */
+export function rangesOf(count: number): number[][] {
+  const chunks: number[][] = []
+  for (let at = 0; at < count; at += MAX_CHUNK) {
+    const chunk: number[] = new Array(Math.min(MAX_CHUNK, count - at))
+    for (let i = 0; i < chunk.length; i++) chunk[i] = at + i
+    chunks.push(chunk)
+  }
+  return chunks
+}
+
+/**
+ * A sync's calls in flight at once per Redis node: enough that the node always has the next one
+ * queued while it runs one, few enough that a sync builds each call's arguments as it goes out
+ * rather than a million keys' at once.
+ */
+export const CALLS_IN_FLIGHT = 4
+
+/**
+ * The order to send calls in, given each one's node: a call of each node in turn, each node's in
+ * their order, so that the nodes of a Cluster work at once; and how many nodes there are.
+ */
+export function inTurnByNode(nodes: readonly string[]): { order: number[]; nodes: number } {
+  const byNode = new Map<string, number[]>()
+  nodes.forEach((node, i) => {
+    const calls = byNode.get(node)
+    if (calls) calls.push(i)
+    else byNode.set(node, [i])
+  })
+  const queues = [...byNode.values()]
+  const order: number[] = []
+  for (let round = 0; order.length < nodes.length; round++) {
+    for (const queue of queues) if (round < queue.length) order.push(queue[round] as number)
+  }
+  return { order, nodes: queues.length }
+}
+
+/**
+ * Starts `starts[i]` in `order`, CALLS_IN_FLIGHT per node at once (as many nodes as `order`
+ * interleaves): the next starts when one settles. Each promise settles with its start's.
+ */
+export function startInTurn<T>(
+  starts: ReadonlyArray<() => Promise<T>>,
+  { order, nodes }: { order: readonly number[]; nodes: number },
+): Array<Promise<T>> {
+  const settles: Array<{ resolve(value: T): void; reject(error: unknown): void }> = new Array(starts.length)
+  const outcomes = starts.map(
+    (_, i) =>
+      new Promise<T>((resolve, reject) => {
+        settles[i] = { resolve, reject }
+      }),
+  )
+  let next = 0
+  const startNext = (): void => {
+    if (next >= order.length) return
+    const i = order[next++] as number
+    const settle = settles[i] as { resolve(value: T): void; reject(error: unknown): void }
+    let started: Promise<T>
+    try {
+      started = (starts[i] as () => Promise<T>)()
+    } catch (error) {
+      started = Promise.reject(error)
+    }
+    started.then(settle.resolve, settle.reject).finally(startNext)
+  }
+  for (let i = 0; i < CALLS_IN_FLIGHT * nodes; i++) startNext()
+  return outcomes
+}
+
+/**
+ * The keys, by their `names`, as chunks of their indices: one Cluster slot per chunk (a script
+ * runs on one slot), at most MAX_CHUNK keys each.
+ */
+export function chunksOf(names: readonly string[], cluster: boolean): number[][] {
+  const groups = cluster ? groupBySlot(names) : [names.map((_, i) => i)]
+  const chunks: number[][] = []
+  for (const group of groups) {
+    for (let at = 0; at < group.length; at += MAX_CHUNK) chunks.push(group.slice(at, at + MAX_CHUNK))
+  }
+  return chunks
+}
+
+/**
+ * The sync script's entries for keys, in order: a rule's text before the first entry of a key that
+ * follows it, then each key's units (none: it is only read). A key's entry is its units alone, so
+ * that the text a sync sends, and Redis parses, is about the units it pushes.
+ */
+export class SyncEntries {
+  readonly entries: string[] = []
+  private text: string | undefined
+  private algorithm: AlgorithmName | undefined
+  private windows: readonly Window[] | undefined
+
+  add(algorithm: AlgorithmName, windows: readonly Window[], units: readonly number[] | undefined): void {
+    this.rule(algorithm, windows)
+    this.entries.push(unitsText(units))
+  }
+
+  /** A key pushing one segment: `units` admitted at `at`. */
+  addSegment(algorithm: AlgorithmName, windows: readonly Window[], at: number, units: number): void {
+    this.rule(algorithm, windows)
+    this.entries.push(`${at} ${units}`)
+  }
+
+  private rule(algorithm: AlgorithmName, windows: readonly Window[]): void {
+    // Keys of a rule come in runs: its text is looked up when the rule changes.
+    if (algorithm !== this.algorithm || windows !== this.windows) {
+      this.algorithm = algorithm
+      this.windows = windows
+      const text = ruleTextOf(algorithm, windows)
+      if (text !== this.text) {
+        this.entries.push(text)
+        this.text = text
+      }
+    }
+  }
+}
+
+/** A key's units in its entry: 'at units …', '~…' for a bucket's folded, '' for none. */
+function unitsText(units: readonly number[] | undefined): string {
+  if (units === undefined) return ''
+  // Most keys push one segment: a template, not a join.
+  if (units.length === 2) return `${units[0]} ${units[1]}`
+  return isFolded(units) ? `~${units.join(' ')}` : units.join(' ')
+}
+
+/** The `sending` units of each of the chunk's keys, as the sync script's entries. */
+export function pushEntries(slots: KeyTable, chunk: readonly number[]): string[] {
+  const entries = new SyncEntries()
+  for (const slot of chunk) {
+    const shape = slots.shape(slot)
+    if (slots.sendsOneSegment(slot)) {
+      entries.addSegment(shape.algorithm, shape.windows, slots.sendingAtOf(slot), slots.sendingUnitsOf(slot))
+    } else entries.add(shape.algorithm, shape.windows, slots.sendingOf(slot))
+  }
+  return entries.entries
+}
+
+/**
+ * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
+ * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `operationKey`
+ * makes its push apply once however often it is sent (lua/lib/operation.lua); `names` are the
+ * chunk's keys in Redis and `entries` theirs in ARGV (`SyncEntries`).
+ */
+export function chunkArguments(
+  entries: readonly string[],
+  names: readonly string[],
+  time: string,
+  heartbeat: readonly [string, string] | undefined,
+  operationKey: string | undefined,
+): { keyCount: number; keysAndArgs: string[] } {
+  const keys: string[] = []
+  if (heartbeat) keys.push(heartbeat[0])
+  if (operationKey !== undefined) keys.push(operationKey)
+  for (const name of names) keys.push(name)
+  // One text for every entry: an argument per key would cost the client and Redis as much as the key.
+  const lines = entries.length === 0 ? '' : `${entries.join('\n')}\n`
+  keys.push(time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', lines)
+  return { keyCount: keys.length - 4, keysAndArgs: keys }
+}
+
+/** The script's reply read back for the chunk's `keys`; throws TG_STORE for one that does not parse. */
+export function readChunkReply(reply: unknown, keys: readonly string[]): ChunkAnswer {
+  const count = keys.length
+  const lines = Array.isArray(reply) && typeof reply[2] === 'string' ? reply[2].split('\n') : []
+  if (
+    !Array.isArray(reply) ||
+    lines.length !== count + 1 ||
+    (reply.length - 3) % 2 !== 0 ||
+    typeof reply[0] !== 'number' ||
+    typeof reply[1] !== 'number'
+  ) {
+    throw new TollgateError('TG_STORE', `unexpected reply from the sync script: ${describeValue(reply)}`)
+  }
+  const instances = reply[1] as number
+  const values: Array<string | TollgateError> = lines
+  lines.pop()
+  for (let i = 0; i < count; i++) {
+    const text = lines[i] as string
+    if (text.charCodeAt(0) === 33) {
+      // '!': the key alone failed.
+      values[i] = new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${text.slice(1)}`, {
+        storeDown: false,
+      })
+    }
+  }
+  let overAdmitted: Map<number, number> | undefined
+  for (let at = 3; at < reply.length; at += 2) {
+    overAdmitted ??= new Map()
+    overAdmitted.set((reply[at] as number) - 1, Number(reply[at + 1]))
+  }
+  return { serverMs: reply[0] as number, instances: instances >= 0 ? instances : undefined, values, overAdmitted }
+}

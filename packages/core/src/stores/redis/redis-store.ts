@@ -1,0 +1,460 @@
+import calculateSlot from 'cluster-key-slot'
+import { KeyBuilder } from '../../rules/keys.js'
+import { decideScript } from '../../scripts/generated.js'
+import { clientCloser } from '../../support/client-ownership.js'
+import { type Clock, clockOption, timeFrom } from '../../support/clock.js'
+import { describeValue, TollgateConfigError, TollgateError } from '../../support/errors.js'
+import { checkOptionsObject, integerOption, optionKeys } from '../../support/option-objects.js'
+import { Batches } from '../shared/batches.js'
+import { ClientErrors, type ErrorEvents } from '../shared/client-errors.js'
+import { decideAcrossSlots, groupBySlot, type RunOnSlot } from '../shared/cluster-slots.js'
+import { operationKey } from '../shared/operations.js'
+import type { RedisClientLike } from '../shared/redis-client.js'
+import {
+  type DecodedReply,
+  decisionFailure,
+  decodeReply,
+  isDecisionError,
+  randomArgument,
+  replyWidth,
+  ScriptArguments,
+} from '../shared/redis-wire.js'
+import { ReplyWatches } from '../shared/reply-watch.js'
+import { keysReset } from '../shared/reset-once.js'
+import type {
+  Store,
+  StoreOperation,
+  StoreReceiver,
+  StoreRequest,
+  StoreResult,
+  StoreTarget,
+  StoreWindowResult,
+} from '../store.js'
+import { RefusalCache } from './refusal-cache.js'
+
+export type { RedisClientLike }
+
+export interface RedisStoreOptions {
+  /**
+   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
+   * the store only with `closeClient`. It listens to the client's `error` (and `node error`)
+   * events until `close()`, so that a decision that times out can say what Redis last said (a
+   * refused AUTH, say); ioredis then no longer prints those errors itself, so listen to them too
+   * if you log them.
+   */
+  client: RedisClientLike
+  /**
+   * Whether `close()` (and so `limiter.close()`) also closes `client`, with `quit()`, which waits
+   * for the replies of commands already sent: for a client made for this store alone, so that a
+   * script ends once its limiter is closed. Leave it `false` for a client other code still uses.
+   * @default false
+   * @example new RedisStore({ client: new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), closeClient: true })
+   */
+  closeClient?: boolean
+  /**
+   * Prepended to every key. Must not contain `{` or `}` (Cluster hash tags).
+   * @default 'tg:'
+   */
+  prefix?: string
+  /**
+   * Where time comes from. By default the Redis server's `TIME`, so that app servers whose
+   * clocks disagree still share one timeline; pass a clock where scripts may not call TIME,
+   * or in tests. It must return whole milliseconds since the epoch (0 to 8.64e15): a decision
+   * whose clock returns anything else fails as a store error, code `TG_STORE`, its message
+   * naming the value, and sends nothing to Redis.
+   * @default undefined (server time)
+   * @example () => Date.now()
+   */
+  clock?: Clock
+  /**
+   * Refusals answered in the process: once Redis refused a request until some time, the same
+   * rule and identifiers asking for at least that cost are refused here until then, or for
+   * `maxHoldMs` if that ends sooner, with no round trip: a client hammering a key it is refused
+   * on costs Redis one round trip per `maxHoldMs`. It holds at most `maxEntries` refusals (the
+   * oldest goes first). Its one difference from asking Redis: a refund or reset made by another
+   * process (an operator's `tollgate reset`) reaches this one within `maxHoldMs`, not at once
+   * (one made through this store does). Its `remaining` figures are Redis's at the refusal.
+   * `false` asks Redis every time.
+   * @default { maxEntries: 10000, maxHoldMs: 1000 }
+   * @example new RedisStore({ client, refusalCache: false })
+   */
+  refusalCache?: false | { maxEntries?: number; maxHoldMs?: number }
+}
+
+const OPTION_KEYS = optionKeys<RedisStoreOptions>({
+  client: true,
+  closeClient: true,
+  prefix: true,
+  clock: true,
+  refusalCache: true,
+})
+
+const DEFAULT_REFUSAL_CACHE = { maxEntries: 10_000, maxHoldMs: 1_000 }
+
+const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
+
+type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
+
+/**
+ * Decisions per script call. A batch holds Redis for about its size times one decision's
+ * script time, so this bounds what one batch adds to other clients' latency. It also lets the
+ * two sides overlap: while Redis runs one batch, the process settles the last one and prepares
+ * the next; larger batches kept the process and Redis waiting on each other in turn (measured:
+ * bench/README.md).
+ */
+const MAX_BATCH = 128
+
+interface QueuedRun {
+  operation: StoreOperation | 'undo'
+  keys: readonly string[]
+  targets: readonly StoreTarget[]
+  cost: number
+  /** Milliseconds, or '-' for the server's TIME. */
+  time: string
+  /** The decision's random number, when it may shed. */
+  random: number | undefined
+  revertable: boolean
+  receiver: StoreReceiver
+  /** The refusal cache's mark when the decision was asked: a refusal after a refund or reset meanwhile is not kept. */
+  mark: number
+  /** For a refund or an undo: the key that makes it apply once, sent before the targets' keys. */
+  operationKey: string | undefined
+}
+
+/**
+ * Redis through ioredis: each decision, refund or peek is decided in one round trip. The
+ * decisions a process makes in the same turn of its event loop travel together, as one EVALSHA of at most
+ * MAX_BATCH decisions (per slot on a Cluster): one socket write and one script call for all of
+ * them, each still decided atomically on its own, in call order, and one failing on a bad key
+ * fails alone (its error has `storeDown: false`, so the limiter's circuit breaker ignores it).
+ * A lone decision is sent at the end of the turn, never held for a timer.
+ *
+ * On a Cluster, an identifier's keys share its hash tag, so a decision for one identifier is one
+ * script on one slot. A consume whose identifiers hash to several slots charges them one after
+ * another in ascending slot order, each atomically; at the first slot that refuses it stops,
+ * undoes the charges of the slots before it, and peeks at the slots after it for their windows.
+ * A slot thus only sees consumes that every lower slot admitted, and concurrent consumes of the
+ * same identifiers are admitted exactly up to the limit. The price is a round trip per extra
+ * slot, and units left charged until they expire if the process dies between a charge and its
+ * undo. Decisions that share only some identifiers can still be refused on units held for one
+ * that a later slot then refuses (see docs/production.md). A peek or a refund asks every slot
+ * at once.
+ */
+export class RedisStore implements Store {
+  private readonly cluster: boolean
+  private readonly keys: KeyBuilder
+  private readonly clock: Clock | undefined
+  private readonly runScript: DecideCommand
+  private readonly scriptArguments = new ScriptArguments()
+  private readonly batches: Batches<QueuedRun>
+  private readonly errors: ClientErrors | undefined
+  private readonly resetKeys: ReturnType<typeof keysReset>
+  private readonly watches: ReplyWatches
+  private readonly refusals: RefusalCache | undefined
+  /**
+   * A refusal Redis answered before, at once: undefined when there is none and the decision goes
+   * to Redis. Absent when `refusalCache` is false.
+   */
+  readonly evaluateSync?: (request: StoreRequest) => StoreResult | undefined
+  private readonly closeClient: (() => Promise<void>) | undefined
+  private closed = false
+
+  constructor(options: RedisStoreOptions) {
+    checkOptionsObject(options, OPTION_KEYS, 'RedisStore options', { shape: '{ client }' })
+    const { client, prefix = 'tg:', clock, refusalCache } = options
+    if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function') {
+      throw new TollgateConfigError(
+        `RedisStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
+      )
+    }
+    if (clock !== undefined) clockOption(clock, 'RedisStore')
+    this.closeClient = clientCloser(options.closeClient, client, 'RedisStore')
+    const refusalSettings = refusalCacheOf(refusalCache)
+    this.cluster = (client as { isCluster?: unknown }).isCluster === true
+    this.watches = new ReplyWatches(client, this.cluster)
+    if (refusalSettings !== undefined) {
+      const refusals = new RefusalCache(refusalSettings.maxEntries, refusalSettings.maxHoldMs)
+      this.refusals = refusals
+      this.evaluateSync = (request) => {
+        if (request.operation === 'refund' || refusals.size === 0) return undefined
+        return refusals.find(request.targets, request.cost, this.refusalTime())
+      }
+    }
+    this.keys = new KeyBuilder(prefix)
+    this.clock = clock
+    const commands = client as unknown as Record<string, DecideCommand | undefined>
+    if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
+    this.runScript = (commands[COMMAND] as DecideCommand).bind(client)
+    this.resetKeys = keysReset(client, this.keys.prefix, this.cluster)
+    this.batches = new Batches(MAX_BATCH, (group, runs) => this.send(group, runs))
+    this.errors =
+      typeof client.on === 'function' && typeof client.off === 'function'
+        ? ClientErrors.of(client as ErrorEvents)
+        : undefined
+  }
+
+  /** The key that holds a target's state: useful to inspect it with redis-cli. */
+  keyOf(target: StoreTarget): string {
+    return this.keys.key(target.rule, target.algorithm, target.identifier)
+  }
+
+  evaluate(request: StoreRequest): Promise<StoreResult> {
+    let refused: StoreResult | undefined
+    try {
+      refused = this.evaluateSync?.(request)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    if (refused !== undefined) return Promise.resolve(refused)
+    return new Promise((resolve, reject) => this.evaluateInto(request, { answer: resolve, fail: reject }))
+  }
+
+  evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
+    const { operation, targets, cost, random } = request
+    const keys = this.keysOf(targets)
+    const { refusals } = this
+    if (refusals !== undefined && operation === 'refund') refusals.forget(targets)
+    const mark = refusals === undefined ? 0 : refusals.mark
+    let time = '-'
+    if (this.clock) {
+      try {
+        time = String(timeFrom(this.clock, 'RedisStore'))
+      } catch (error) {
+        receiver.fail(error)
+        return
+      }
+    }
+    if (this.cluster) {
+      const slots = groupBySlot(keys)
+      if (slots.length > 1) {
+        const askedAt = time === '-' ? performance.now() : Number(time)
+        decideAcrossSlots(request, keys, slots, time, this.runOnSlot, receiver).then(
+          (result) => {
+            if (operation !== 'refund') refusals?.remember(targets, cost, result, askedAt, mark)
+            receiver.answer(result)
+          },
+          (error: unknown) => receiver.fail(error),
+        )
+        return
+      }
+    }
+    this.enqueue(operation, keys, targets, cost, time, random, true, receiver, mark)
+  }
+
+  async reset(targets: readonly StoreTarget[]): Promise<void> {
+    if (targets.length === 0) return
+    const keys = this.keysOf(targets)
+    this.refusals?.forget(targets)
+    await this.resetKeys(keys, targets, this.clock ? String(timeFrom(this.clock, 'RedisStore')) : '-')
+    this.errors?.answered()
+  }
+
+  /**
+   * The refusal cache's time: the store's clock when it has one, on which Redis decides too;
+   * else the monotonic clock, from which refusals are measured as they are sent.
+   */
+  private refusalTime(): number {
+    return this.clock ? timeFrom(this.clock, 'RedisStore') : performance.now()
+  }
+
+  private keysOf(targets: readonly StoreTarget[]): string[] {
+    const keys: string[] = new Array(targets.length)
+    for (let t = 0; t < targets.length; t++) keys[t] = this.keyOf(targets[t] as StoreTarget)
+    return keys
+  }
+
+  recentError(): Error | undefined {
+    return this.errors?.recent
+  }
+
+  /** Stops listening to the client's errors; the client stays open unless `closeClient` is true. */
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true
+      this.errors?.release()
+    }
+    return this.closeClient?.() ?? Promise.resolve()
+  }
+
+  /**
+   * Queues one script run, all its keys in one slot, for the next batch of that slot: a part of
+   * a decision split over slots, or an undo. Such a part is never `revertable` on its own: it is
+   * reverted with the whole decision.
+   */
+  private readonly runOnSlot: RunOnSlot = (operation, keys, targets, cost, time, random, asker) =>
+    new Promise<StoreResult>((resolve, reject) => {
+      const receiver: StoreReceiver = { answer: resolve, fail: reject }
+      const sent = asker?.sent?.bind(asker)
+      if (sent !== undefined) receiver.sent = sent
+      // An undo gives units back, as a refund does.
+      if (operation === 'undo') this.refusals?.forget(targets)
+      this.enqueue(operation, keys, targets, cost, time, random, false, receiver, 0)
+    })
+
+  /**
+   * Queues one script run, all its keys in one slot, for the next batch of that slot; a run that
+   * gives units back (a refund, an undo) goes with an operation's key, so that it applies once.
+   */
+  private enqueue(
+    operation: StoreOperation | 'undo',
+    keys: readonly string[],
+    targets: readonly StoreTarget[],
+    cost: number,
+    time: string,
+    random: number | undefined,
+    revertable: boolean,
+    receiver: StoreReceiver,
+    mark: number,
+  ): void {
+    // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
+    const group = this.cluster ? calculateSlot(keys[0] as string) : 0
+    const givesBack = operation === 'refund' || operation === 'undo'
+    const once = givesBack ? operationKey(this.keys.prefix, (targets[0] as StoreTarget).identifier) : undefined
+    this.batches.add(group, {
+      operation,
+      keys,
+      targets,
+      cost,
+      time,
+      random,
+      revertable,
+      receiver,
+      mark,
+      operationKey: once,
+    })
+  }
+
+  private send(group: number, runs: readonly QueuedRun[]): void {
+    const keysAndArgs: string[] = []
+    for (const run of runs) {
+      if (run.operationKey !== undefined) keysAndArgs.push(run.operationKey)
+      for (const key of run.keys) keysAndArgs.push(key)
+    }
+    const keyCount = keysAndArgs.length
+    for (const run of runs) {
+      const once = run.operationKey !== undefined
+      keysAndArgs.push(this.scriptArguments.of(run.operation, run.cost, run.time, run.random, run.targets, once))
+      if (run.random !== undefined) keysAndArgs.push(randomArgument(run.random))
+    }
+    let reply: Promise<unknown>
+    try {
+      reply = this.runScript(keyCount, ...keysAndArgs)
+    } catch (error) {
+      for (const run of runs) run.receiver.fail(error)
+      return
+    }
+    const sentAt = performance.now()
+    const watch = this.watches.of(group)
+    watch.sent()
+    for (const run of runs) run.receiver.sent?.(watch)
+    reply.then(
+      (replies) => {
+        watch.heard()
+        this.errors?.answered()
+        // One flat array: per run, its numbers, or one string for the error that failed it alone.
+        let at = 0
+        let i = 0
+        if (Array.isArray(replies)) {
+          for (; i < runs.length; i++) {
+            const run = runs[i] as QueuedRun
+            const first: unknown = replies[at]
+            if (isDecisionError(first)) {
+              run.receiver.fail(decisionFailure(run.keys, String(first)))
+              at += 1
+              continue
+            }
+            const width = replyWidth(run.targets, run.random)
+            if (at + width > replies.length) break
+            this.deliver(run, replies, at, width, sentAt)
+            at += width
+          }
+        }
+        if (!Array.isArray(replies) || i < runs.length || at !== replies.length) {
+          const error = new TollgateError(
+            'TG_STORE',
+            `unexpected reply from the decide script: ${describeValue(replies)}`,
+          )
+          for (; i < runs.length; i++) (runs[i] as QueuedRun).receiver.fail(error)
+        }
+      },
+      (error: unknown) => {
+        watch.heard()
+        for (const run of runs) run.receiver.fail(error)
+      },
+    )
+  }
+
+  /** A charged run's undo, one function for every ChargedResult rather than a closure each. */
+  private readonly undoRun = (run: QueuedRun, nowMs: number) => this.undo(run.keys, run.targets, run.cost, nowMs)
+
+  /** Takes back a consume charged at `nowMs` (the time its script ran) on these keys. */
+  private async undo(
+    keys: readonly string[],
+    targets: readonly StoreTarget[],
+    cost: number,
+    nowMs: number,
+  ): Promise<void> {
+    await this.runOnSlot('undo', keys, targets, cost, String(nowMs), undefined)
+  }
+
+  /** What a run's answer tells the refusal cache: a refusal to keep, or keys whose numbers moved. */
+  private noteForRefusals(refusals: RefusalCache, run: QueuedRun, decoded: DecodedReply, sentAt: number): void {
+    if (decoded.allowed) {
+      if (run.operation === 'consume' && run.cost > 0) refusals.charged(run.targets)
+      return
+    }
+    // A part of a decision split over slots is kept with the whole decision, if at all.
+    if (!run.revertable || run.operation === 'refund') return
+    // On the store's clock, the request went out at the time it carries.
+    const at = run.time === '-' ? sentAt : Number(run.time)
+    refusals.remember(run.targets, run.cost, decoded, at, run.mark)
+  }
+
+  /** Resolves a run with its part of the reply, `replies[at]` onwards; `sentAt` when its batch left. */
+  private deliver(run: QueuedRun, replies: readonly unknown[], at: number, width: number, sentAt: number): void {
+    const decoded = decodeReply(replies, at, width, run.random)
+    if (this.refusals !== undefined) this.noteForRefusals(this.refusals, run, decoded, sentAt)
+    run.receiver.answer(
+      run.revertable && run.operation === 'consume' && decoded.allowed && run.cost > 0
+        ? new ChargedResult(decoded.nowMs, decoded.windows, run, this.undoRun)
+        : decoded,
+    )
+  }
+}
+
+/** The answer to a consume that charged: it can take exactly that charge back. */
+class ChargedResult implements StoreResult {
+  readonly allowed = true
+
+  constructor(
+    readonly nowMs: number,
+    readonly windows: StoreWindowResult[],
+    private readonly run: QueuedRun,
+    private readonly undoRun: (run: QueuedRun, nowMs: number) => Promise<void>,
+  ) {}
+
+  revert(): Promise<void> {
+    return this.undoRun(this.run, this.nowMs)
+  }
+}
+
+function refusalCacheOf(option: unknown): { maxEntries: number; maxHoldMs: number } | undefined {
+  if (option === undefined) return DEFAULT_REFUSAL_CACHE
+  if (option === false) return undefined
+  if (option === null || typeof option !== 'object') {
+    throw new TollgateConfigError(
+      `RedisStore option refusalCache must be false or an object { maxEntries, maxHoldMs }, got ${describeValue(option)}`,
+    )
+  }
+  const { maxEntries = DEFAULT_REFUSAL_CACHE.maxEntries, maxHoldMs = DEFAULT_REFUSAL_CACHE.maxHoldMs } =
+    checkOptionsObject(option, REFUSAL_CACHE_KEYS, 'RedisStore option refusalCache')
+  return {
+    maxEntries: integerOption(maxEntries, 1, 10_000_000, 'RedisStore option refusalCache.maxEntries'),
+    maxHoldMs: integerOption(maxHoldMs, 1, 3_600_000, 'RedisStore option refusalCache.maxHoldMs'),
+  }
+}
+
+const REFUSAL_CACHE_KEYS = optionKeys<{ maxEntries?: number; maxHoldMs?: number }>({
+  maxEntries: true,
+  maxHoldMs: true,
+})
