@@ -104,26 +104,32 @@ async function twoSyncs(
   }
 }
 
-/** A pipelined INCRBY of `keys` keys: what Redis and a client spend on the least a key's write can be. */
-async function incrbyFloor(client: Redis, admin: Redis, keys: number): Promise<HybridSyncCell> {
+/**
+ * Writes `keys` keys in chunks of CHUNK, IN_FLIGHT chunks at once, each by `write(from, to)`: the
+ * time and the CPU of Redis and of this process it took.
+ */
+async function floorOf(
+  kind: 'floor-incrby' | 'floor-lua-set',
+  admin: Redis,
+  keys: number,
+  write: (from: number, to: number) => Promise<unknown>,
+): Promise<HybridSyncCell> {
   const before = await cpuOf(admin)
   const cpu = process.cpuUsage()
   const started = performance.now()
   let next = 0
-  const pipelines = async (): Promise<void> => {
+  const chunks = async (): Promise<void> => {
     while (next < keys) {
       const from = next
       next = Math.min(keys, next + CHUNK)
-      const pipeline = client.pipeline()
-      for (let n = from; n < next; n++) pipeline.incrby(`floor:{user:${String(n).padStart(7, '0')}}`, 1)
-      await pipeline.exec()
+      await write(from, next)
     }
   }
-  await Promise.all(Array.from({ length: IN_FLIGHT }, pipelines))
+  await Promise.all(Array.from({ length: IN_FLIGHT }, chunks))
   const seconds = (performance.now() - started) / 1000
   const used = process.cpuUsage(cpu)
   return {
-    kind: 'floor-incrby',
+    kind,
     sync: undefined,
     keys,
     processes: 1,
@@ -134,36 +140,24 @@ async function incrbyFloor(client: Redis, admin: Redis, keys: number): Promise<H
   }
 }
 
+const floorKey = (n: number): string => `floor:{user:${String(n).padStart(7, '0')}}`
+
+/** A pipelined INCRBY per key: what Redis and a client spend on the least a key's write can be. */
+function incrbyFloor(client: Redis, admin: Redis, keys: number): Promise<HybridSyncCell> {
+  return floorOf('floor-incrby', admin, keys, (from, to) => {
+    const pipeline = client.pipeline()
+    for (let n = from; n < to; n++) pipeline.incrby(floorKey(n), 1)
+    return pipeline.exec()
+  })
+}
+
 /** A script of one SET … KEEPTTL per key, on keys that exist: what a write per key costs in Lua. */
-async function luaSetFloor(client: Redis, admin: Redis, keys: number): Promise<HybridSyncCell> {
+function luaSetFloor(client: Redis, admin: Redis, keys: number): Promise<HybridSyncCell> {
   const lua = "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'KEEPTTL') end return #KEYS"
-  const names = (from: number, to: number): string[] =>
-    Array.from({ length: to - from }, (_, i) => `floor:{user:${String(from + i).padStart(7, '0')}}`)
-  const before = await cpuOf(admin)
-  const cpu = process.cpuUsage()
-  const started = performance.now()
-  let next = 0
-  const calls = async (): Promise<void> => {
-    while (next < keys) {
-      const from = next
-      next = Math.min(keys, next + CHUNK)
-      const chunk = names(from, next)
-      await client.eval(lua, chunk.length, ...chunk, '17637000600001')
-    }
-  }
-  await Promise.all(Array.from({ length: IN_FLIGHT }, calls))
-  const seconds = (performance.now() - started) / 1000
-  const used = process.cpuUsage(cpu)
-  return {
-    kind: 'floor-lua-set',
-    sync: undefined,
-    keys,
-    processes: 1,
-    masters: 1,
-    seconds,
-    redisCpuUs: (await cpuOf(admin)) - before,
-    processCpuUs: used.user + used.system,
-  }
+  return floorOf('floor-lua-set', admin, keys, (from, to) => {
+    const names = Array.from({ length: to - from }, (_, i) => floorKey(from + i))
+    return client.eval(lua, names.length, ...names, '17637000600001')
+  })
 }
 
 /**
