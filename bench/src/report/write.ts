@@ -35,9 +35,10 @@ export async function writeReport(
     files.push(relative(process.cwd(), path))
   }
   await write(join(dir, 'latest.md'), markdown)
-  // docs/hybrid.md's capacity is the bench's to write: a full-size run of the hybrid-sync measure,
-  // or its report written again (--from), rewrites it between its markers, and nothing else does.
-  const capacity = results.config.quick ? undefined : capacityMarkdown(results)
+  // docs/hybrid.md's capacity is the bench's to write, from the run results/latest.md holds: a full
+  // run (or its report written again with --from) rewrites it between its markers, and nothing
+  // else does.
+  const capacity = dir === RESULTS_DIR ? capacityMarkdown(results) : undefined
   if (capacity !== undefined) {
     const doc = await readFile(HYBRID_DOC, 'utf8')
     const start = doc.indexOf(CAPACITY_START)
