@@ -7,7 +7,7 @@ export type RateLimitHook = (request: FastifyRequest, reply: FastifyReply, done:
 /**
  * The hook that applies one engine; a request it has already seen is not charged again. It marks
  * the request with a symbol of its own rather than keeping it in a WeakSet, whose entry cost every
- * request about 130 ns more, its collection included (bench/README.md). A hook with `done`
+ * request more, its collection included (bench/README.md has the figure). A hook with `done`
  * rather than an async one: a verdict reached in the process is applied and the request goes on
  * in the same turn, with no promise (`checkNow`).
  */

@@ -32,6 +32,6 @@ export function shapeOf(rule: RuleShape): string {
 export function stateNameOf(rule: RuleShape & { readonly name: string }): string {
   // 24 bits in four base64url characters: enough to tell apart the few shapes one rule takes over
   // its life, and short enough that a one-window counter's key stays in Redis's smallest
-  // allocation for it (72 bytes, test/tests/redis-compact-state.test.ts).
+  // allocation for it (test/tests/redis-compact-state.test.ts holds it there).
   return `${rule.name}@${createHash('sha256').update(shapeOf(rule)).digest('base64url').slice(0, 4)}`
 }

@@ -41,9 +41,9 @@ const MAX_SHAPES = 0xffff
 
 /**
  * The keys a HybridStore tracks, as columns: a slot per key, its fields in typed arrays, so that a
- * million keys cost a Map entry and the identifier and about 71 bytes beside: 147 bytes a key in
- * all, where a key as an object of its own, with its state as an array, cost 343
- * (`pnpm --filter @tollgate/bench hybrid-memory`). A one-window state lives in `values`; a state of
+ * key costs a Map entry and the identifier and a few numbers beside, where a key as an object of
+ * its own, with its state as an array, cost over twice as much (`pnpm --filter @tollgate/bench
+ * hybrid-memory` measures it). A one-window state lives in `values`; a state of
  * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in columns
  * too while a key has one segment of them, and in `segments` and `sending` for the keys that
  * have more, or a push under way.

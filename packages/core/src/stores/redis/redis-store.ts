@@ -99,8 +99,8 @@ type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise
  * Decisions per script call. A batch holds Redis for about its size times one decision's
  * script time, so this bounds what one batch adds to other clients' latency. It also lets the
  * two sides overlap: while Redis runs one batch, the process settles the last one and prepares
- * the next; larger batches kept the process and Redis waiting on each other in turn (measured:
- * bench/README.md).
+ * the next; larger batches kept the process and Redis waiting on each other in turn
+ * (bench/README.md).
  */
 const MAX_BATCH = 128
 
