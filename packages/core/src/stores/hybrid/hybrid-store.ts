@@ -16,7 +16,7 @@ import type { Store, StoreReceiver, StoreRequest, StoreResult, StoreTarget } fro
 import { pendingUnits } from './bucket-fold.js'
 import { ServerAlignedClock } from './clock.js'
 import { hybridInstancesKey } from './instances.js'
-import { KeyTable, type Shape, SlotList } from './key-table.js'
+import { KeyTable, RowList, type Shape } from './key-table.js'
 import { type Lease, LeaseBook } from './lease-book.js'
 import { type LeaseChunkOutcome, LeaseExchange } from './leases.js'
 import { NodeHealth } from './node-health.js'
@@ -128,7 +128,7 @@ const LEASE_COMMAND = `tollgateLease${leaseScript.sha1.slice(0, 12)}`
 /** Expired keys the sync looks at per run to drop them, beside pushing: the sweep goes round in slices. */
 const SWEEP_PER_SYNC = 10_000
 /**
- * Syncs a decision on a key the table has no room for waits through, each pushing what the slots
+ * Syncs a decision on a key the table has no room for waits through, each pushing what the rows
  * hold, before a key with units not yet pushed is forgotten anyway (`evictedUnsynced`).
  */
 const ROOM_ATTEMPTS = 5
@@ -170,10 +170,10 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly runSync: SyncCommand
   private readonly aligned: ServerAlignedClock | undefined
   private readonly now: () => number
-  private readonly slots: KeyTable
-  /** Slots of the keys the next sync pushes or pulls. */
-  private readonly listed: SlotList
-  /** Each decision's slots, in target order, reused by every decision rather than allocated for each. */
+  private readonly rows: KeyTable
+  /** Rows of the keys the next sync pushes or pulls. */
+  private readonly listed: RowList
+  /** Each decision's rows, in target order, reused by every decision rather than allocated for each. */
   private tracked: number[] = []
   private readonly instance = `${process.pid}-${randomBytes(6).toString('hex')}`
   private readonly heartbeatKey: string
@@ -182,7 +182,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly watches: ReplyWatches
   /** Units pushed outside a sync: under a key's earlier limits, or of a key forgotten to make room. */
   private readonly alone: PushedAlone
-  /** The sync decisions waiting for a free slot wait on: one at a time, however many wait. */
+  /** The sync decisions waiting for a free row wait on: one at a time, however many wait. */
   private roomSync: Promise<SyncReport> | undefined
   private readonly resetKeys: ReturnType<typeof keysReset>
   private readonly startedAt: number
@@ -210,8 +210,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     this.config = hybridConfigOf(options)
     const { client, prefix, clock } = this.config
     this.keys = new KeyBuilder(prefix)
-    this.slots = new KeyTable(this.config.maxTrackedKeys, this.keys)
-    this.listed = new SlotList(this.config.maxTrackedKeys)
+    this.rows = new KeyTable(this.config.maxTrackedKeys, this.keys)
+    this.listed = new RowList(this.config.maxTrackedKeys)
     this.heartbeatKey = hybridInstancesKey(prefix)
     this.cluster = (client as { isCluster?: unknown }).isCluster === true
     const commands = client as unknown as Record<string, SyncCommand | undefined>
@@ -221,13 +221,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     this.alone = new PushedAlone(this.config.maxTrackedKeys, {
       send: (keyCount, keysAndArgs) => this.sent(keyCount, keysAndArgs),
       operationKey: (key) => operationKeyBeside(prefix, key),
-      putBack: (slot, generation, units) => {
-        if (!this.slots.holds(slot, generation)) {
+      putBack: (row, generation, units) => {
+        if (!this.rows.holds(row, generation)) {
           this.evictedUnsynced++
           return
         }
-        this.slots.putBack(slot, units)
-        if (this.slots.list(slot)) this.listed.push(slot)
+        this.rows.putBack(row, units)
+        if (this.rows.list(row)) this.listed.push(row)
       },
       overAdmitted: (rule, units) => this.overAdmitted(rule, units),
     })
@@ -298,7 +298,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /**
    * Approximate mode's decision: in the process, on the last synced totals; undefined when a key
-   * is new to a full table, which `readFirst` decides. `forgetAny`: a new key takes the slot of
+   * is new to a full table, which `readFirst` decides. `forgetAny`: a new key takes the row of
    * one with units not yet pushed if it must.
    */
   private decide(request: StoreRequest, forgetAny = false): StoreResult | undefined {
@@ -307,7 +307,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (!forgetAny && this.lacksRoom(targets) && !this.failingFor(targets)) return undefined
     const degraded = this.degradedFor(targets, now)
     if (degraded) this.noticeDegraded(now)
-    const { slots } = this
+    const { rows } = this
     const count = targets.length
     let { tracked } = this
     if (tracked.length < count) {
@@ -318,26 +318,26 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     let result: StoreResult
     if (degraded && operation !== 'refund') {
       const keys: string[] = new Array(count)
-      for (let t = 0; t < count; t++) keys[t] = slots.key(tracked[t] as number)
+      for (let t = 0; t < count; t++) keys[t] = rows.key(tracked[t] as number)
       result = this.outageResult(keys, request, now)
       if (result.outage?.policy === 'local' && operation === 'consume' && result.allowed && cost > 0) {
         for (let t = 0; t < count; t++) {
-          const slot = tracked[t] as number
-          const { model, windows } = slots.shape(slot)
-          const charged = model.charge(slots.stateOf(slot, now), windows, now, cost)
-          slots.setState(slot, charged, model.expiresAt(charged, windows))
+          const row = tracked[t] as number
+          const { model, windows } = rows.shape(row)
+          const charged = model.charge(rows.stateOf(row, now), windows, now, cost)
+          rows.setState(row, charged, model.expiresAt(charged, windows))
         }
       }
     } else {
-      result = evaluateLocally(slots.table, tracked, request, now)
+      result = evaluateLocally(rows.table, tracked, request, now)
     }
     const units = operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0
     if (units !== 0) {
       for (let t = 0; t < count; t++) {
-        const slot = tracked[t] as number
-        record(slots, slot, slots.shape(slot), now, units)
-        slots.markUsed(slot)
-        if (slots.list(slot)) this.listed.push(slot)
+        const row = tracked[t] as number
+        record(rows, row, rows.shape(row), now, units)
+        rows.markUsed(row)
+        if (rows.list(row)) this.listed.push(row)
       }
     }
     return result
@@ -363,27 +363,27 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     )
   }
 
-  /** Whether a target is new to a table with no free slot for it (one forgotten may come back). */
+  /** Whether a target is new to a table with no free row for it (one forgotten may come back). */
   private lacksRoom(targets: readonly StoreTarget[]): boolean {
-    const { slots } = this
-    if (slots.size + targets.length <= this.config.maxTrackedKeys) return false
+    const { rows } = this
+    if (rows.size + targets.length <= this.config.maxTrackedKeys) return false
     let fresh = 0
-    for (const target of targets) if (slots.find(target.rule, target.identifier) < 0) fresh++
-    return fresh > 0 && slots.size + fresh > this.config.maxTrackedKeys
+    for (const target of targets) if (rows.find(target.rule, target.identifier) < 0) fresh++
+    return fresh > 0 && rows.size + fresh > this.config.maxTrackedKeys
   }
 
   /**
    * Approximate mode's decision on keys new to a full table. Such a key may be one the process
    * forgot to make room: decided from empty, it would be admitted its limit again at every
    * return, however often the process had synced it. So its totals are read from Redis first (one
-   * round trip, the sync script pushing nothing), and it takes the slot of a key with nothing to
-   * push, or else of one whose units then go to Redis in a push of their own; when every slot
+   * round trip, the sync script pushing nothing), and it takes the row of a key with nothing to
+   * push, or else of one whose units then go to Redis in a push of their own; when every row
    * looked at has a push under way, it waits for that sync.
    */
   private async readFirst(request: StoreRequest, asker?: StoreReceiver): Promise<StoreResult> {
     try {
       for (let attempt = 0; attempt < ROOM_ATTEMPTS && !this.failingFor(request.targets) && !this.closed; attempt++) {
-        const fresh = request.targets.filter((target) => this.slots.find(target.rule, target.identifier) < 0)
+        const fresh = request.targets.filter((target) => this.rows.find(target.rule, target.identifier) < 0)
         if (fresh.length > 0) {
           const totals = await this.readTotals(fresh, asker)
           if (!this.adopt(request.targets, fresh, totals)) {
@@ -464,41 +464,41 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /**
-   * Gives each of `fresh` a slot holding the totals Redis told, making room by forgetting keys
-   * with nothing to push; false when the slots looked at all held units not yet pushed.
+   * Gives each of `fresh` a row holding the totals Redis told, making room by forgetting keys
+   * with nothing to push; false when the rows looked at all held units not yet pushed.
    */
   private adopt(
     targets: readonly StoreTarget[],
     fresh: readonly StoreTarget[],
     totals: ReadonlyArray<{ after: string; syncedAt: number }>,
   ): boolean {
-    const { slots } = this
+    const { rows } = this
     let needed = 0
     for (const target of targets) {
-      const slot = slots.find(target.rule, target.identifier)
+      const row = rows.find(target.rule, target.identifier)
       // The decision's other keys are kept: the hand passes a used key over.
-      if (slot >= 0) slots.markUsed(slot)
+      if (row >= 0) rows.markUsed(row)
       else needed++
     }
-    while (slots.size + needed > this.config.maxTrackedKeys) {
-      if (!slots.evictSynced() && !slots.evictPushing(this.pushForgotten)) return false
+    while (rows.size + needed > this.config.maxTrackedKeys) {
+      if (!rows.evictSynced() && !rows.evictPushing(this.pushForgotten)) return false
     }
     const now = this.safeNow()
     fresh.forEach((target, i) => {
       // Another decision's read may have adopted it meanwhile, with totals as recent.
-      if (slots.find(target.rule, target.identifier) >= 0) return
+      if (rows.find(target.rule, target.identifier) >= 0) return
       const { after, syncedAt } = totals[i] as { after: string; syncedAt: number }
-      const slot = slots.add(
+      const row = rows.add(
         target.identifier,
-        slots.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows),
+        rows.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows),
       )
-      slots.markUsed(slot)
-      this.applySynced(slot, after, syncedAt, Math.max(syncedAt, now))
+      rows.markUsed(row)
+      this.applySynced(row, after, syncedAt, Math.max(syncedAt, now))
     })
     return true
   }
 
-  /** A sync for decisions waiting on a free slot: joined, not queued again, by those that come while it runs. */
+  /** A sync for decisions waiting on a free row: joined, not queued again, by those that come while it runs. */
   private syncForRoom(fresh: readonly StoreTarget[], asker: StoreReceiver | undefined): Promise<SyncReport> {
     let sync = this.roomSync
     if (sync === undefined) {
@@ -563,8 +563,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     for (const target of targets) {
       const key = this.keyOf(target)
       this.book?.forget(target)
-      const slot = this.slots.find(target.rule, target.identifier)
-      if (slot >= 0) this.slots.remove(slot)
+      const row = this.rows.find(target.rule, target.identifier)
+      if (row >= 0) this.rows.remove(row)
       keys.push(key, `${key}:prev`)
     }
     await this.resetKeys(keys, targets, this.config.clock ? String(this.now()) : '-')
@@ -605,11 +605,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   stats(): HybridStats {
     const now = this.safeNow()
-    const { slots } = this
-    const dirtyKeys = slots.unsyncedCount + (this.book?.givingKeys() ?? 0)
+    const { rows } = this
+    const dirtyKeys = rows.unsyncedCount + (this.book?.givingKeys() ?? 0)
     const since = this.lastSyncOrStart()
     return {
-      trackedKeys: slots.size + (this.book?.size ?? 0) + (this.outage?.size ?? 0),
+      trackedKeys: rows.size + (this.book?.size ?? 0) + (this.outage?.size ?? 0),
       dirtyKeys,
       lastSyncAtMs: this.lastGoodSyncAt,
       stalenessMs: Math.max(0, now - since),
@@ -635,7 +635,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
     this.book?.giveAllBack()
-    if (this.slots.pendingKeys > 0 || (this.book?.listed.size ?? 0) > 0) await this.syncNow()
+    if (this.rows.pendingKeys > 0 || (this.book?.listed.size ?? 0) > 0) await this.syncNow()
     else await this.syncing
     this.errors?.release()
     await this.config.closeClient?.()
@@ -685,68 +685,68 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     return contact > 0 ? contact : this.startedAt
   }
 
-  /** The target's slot, listed for the next sync, the others' assumed units charged to its state. */
+  /** The target's row, listed for the next sync, the others' assumed units charged to its state. */
   private track(target: StoreTarget, now: number): number {
-    const { slots } = this
-    let slot = slots.find(target.rule, target.identifier)
-    if (slot < 0 || slots.shape(slot).windows !== target.windows) {
-      const shape = slots.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows)
-      if (slot < 0) slot = this.newSlot(target.identifier, shape)
+    const { rows } = this
+    let row = rows.find(target.rule, target.identifier)
+    if (row < 0 || rows.shape(row).windows !== target.windows) {
+      const shape = rows.shapeOf(target.rule, target.algorithm as CounterAlgorithm, target.windows)
+      if (row < 0) row = this.newRow(target.identifier, shape)
       else {
-        this.pushEarlierUnits(slot, shape)
-        slots.reshape(slot, shape)
+        this.pushEarlierUnits(row, shape)
+        rows.reshape(row, shape)
       }
     }
-    if (slots.touch(slot)) this.listed.push(slot)
-    if (slots.others.size > 0) this.assumeOthers(slot, now)
-    return slot
+    if (rows.touch(row)) this.listed.push(row)
+    if (rows.others.size > 0) this.assumeOthers(row, now)
+    return row
   }
 
   /** Before a key takes its rule's new limits, its units not yet pushed go under the old ones. */
-  private pushEarlierUnits(slot: number, shape: Shape): void {
-    const { slots } = this
-    const before = slots.shape(slot)
-    if (!slots.hasPending(slot) || sameLimits(before.windows, shape.windows)) return
-    const units = slots.takePending(slot) as number[]
+  private pushEarlierUnits(row: number, shape: Shape): void {
+    const { rows } = this
+    const before = rows.shape(row)
+    if (!rows.hasPending(row) || sameLimits(before.windows, shape.windows)) return
+    const units = rows.takePending(row) as number[]
     const time = this.config.clock ? String(this.safeNow()) : '-'
-    this.alone.push(slot, slots.generation(slot), slots.key(slot), before, units, time)
+    this.alone.push(row, rows.generation(row), rows.key(row), before, units, time)
   }
 
   /**
-   * A new key's slot: in a full table, a key's with nothing to push, else one's whose units are
+   * A new key's row: in a full table, a key's with nothing to push, else one's whose units are
    * pushed alone first, else (Redis failing, or every key looked at has a push under way) any
    * key's, its units lost.
    */
-  private newSlot(identifier: string, shape: Shape): number {
-    const { slots } = this
-    if (!slots.full || slots.evictSynced()) return slots.add(identifier, shape)
+  private newRow(identifier: string, shape: Shape): number {
+    const { rows } = this
+    if (!rows.full || rows.evictSynced()) return rows.add(identifier, shape)
     // While Redis fails, a push of a forgotten key's units would only wait to be sent again, and a
     // flood of identifiers would pile them up: its units go with it, counted.
-    if ((this.health.failing || !slots.evictPushing(this.pushForgotten)) && slots.evictAny()) {
+    if ((this.health.failing || !rows.evictPushing(this.pushForgotten)) && rows.evictAny()) {
       this.evictedUnsynced++
     }
-    return slots.add(identifier, shape)
+    return rows.add(identifier, shape)
   }
 
   /** A key forgotten to make room: its units not yet pushed go to Redis at once, alone. */
-  private readonly pushForgotten = (slot: number, units: number[]): void => {
-    const { slots } = this
+  private readonly pushForgotten = (row: number, units: number[]): void => {
+    const { rows } = this
     const time = this.config.clock ? String(this.safeNow()) : '-'
-    this.alone.push(slot, slots.generation(slot), slots.key(slot), slots.shape(slot), units, time)
+    this.alone.push(row, rows.generation(row), rows.key(row), rows.shape(row), units, time)
   }
 
   /**
    * Charges the units the other processes are assumed to have admitted since the key's last
    * sync (extrapolation), as far as they have not been charged yet.
    */
-  private assumeOthers(slot: number, now: number): void {
-    const others = this.slots.others.get(slot)
+  private assumeOthers(row: number, now: number): void {
+    const others = this.rows.others.get(row)
     if (others === undefined) return
-    const due = Math.floor(others.perMs * (now - this.slots.syncedAt(slot))) - others.assumed
+    const due = Math.floor(others.perMs * (now - this.rows.syncedAt(row))) - others.assumed
     if (due <= 0) return
-    const { model, windows } = this.slots.shape(slot)
-    const state = model.charge(this.slots.stateOf(slot, now), windows, now, due)
-    this.slots.setState(slot, state, model.expiresAt(state, windows))
+    const { model, windows } = this.rows.shape(row)
+    const state = model.charge(this.rows.stateOf(row, now), windows, now, due)
+    this.rows.setState(row, state, model.expiresAt(state, windows))
     others.assumed += due
   }
 
@@ -791,19 +791,19 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     book?.listed.clear()
     const batch = book ? [] : this.takeListed()
     report.keys = batch.length + leases.length
-    for (const slot of batch) report.pushedUnits += this.sendingUnitsOf(slot)
+    for (const row of batch) report.pushedUnits += this.sendingUnitsOf(row)
     // Keys' names in Redis: on a Cluster, built first to group the keys by slot; else as each
     // chunk goes out, so that a sync of a million keys does not hold them all at once.
     const names = book
       ? leases.map((lease) => lease.key)
       : this.cluster
-        ? batch.map((slot) => this.slots.key(slot))
+        ? batch.map((row) => this.rows.key(row))
         : undefined
-    const nameOf = (at: number): string => (names ? (names[at] as string) : this.slots.key(batch[at] as number))
+    const nameOf = (at: number): string => (names ? (names[at] as string) : this.rows.key(batch[at] as number))
     // Alive for three periods: a process whose syncs run slow is still counted between them.
     const alive = 3 * Math.max(this.config.syncIntervalMs, this.syncPeriodMs)
     const heartbeat: [string, string] = [this.heartbeatKey, `${this.instance} ${alive}`]
-    // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
+    // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one row, or
     // with nothing to sync, it goes alone.
     const calls: Array<{ indices: number[]; heartbeat: boolean }> = (
       names ? chunksOf(names, this.cluster) : rangesOf(batch.length)
@@ -844,7 +844,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       outcomes.push(outcome)
     }
     for (const push of this.doubtful.splice(0)) {
-      for (const slot of push.chunk) report.pushedUnits += this.sendingUnitsOf(slot)
+      for (const row of push.chunk) report.pushedUnits += this.sendingUnitsOf(row)
       firstKeys.push(push.keysAndArgs[0] as string)
       outcomes.push(this.sendPush(push))
     }
@@ -929,14 +929,14 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
 
   /** The listed keys, their units moved to `sending`; a key whose last push is still under way waits for the next sync. */
   private takeListed(): number[] {
-    const { slots } = this
+    const { rows } = this
     const batch: number[] = []
-    this.listed.filter((slot) => {
-      if (!slots.listed(slot)) return false
-      if (slots.isSending(slot)) return true
-      slots.unlist(slot)
-      slots.startSending(slot)
-      batch.push(slot)
+    this.listed.filter((row) => {
+      if (!rows.listed(row)) return false
+      if (rows.isSending(row)) return true
+      rows.unlist(row)
+      rows.startSending(row)
+      batch.push(row)
       return false
     })
     return batch
@@ -952,13 +952,13 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     time: string,
     heartbeat: [string, string] | undefined,
   ): Promise<ChunkOutcome | Error> {
-    const { slots } = this
-    // A slot may be given to another key before the answer comes: the answer is the key's.
-    const generations = chunk.map((slot) => slots.generation(slot))
+    const { rows } = this
+    // A row may be given to another key before the answer comes: the answer is the key's.
+    const generations = chunk.map((row) => rows.generation(row))
     // Only a push needs one: a chunk that only reads writes nothing that could count twice.
-    const pushes = chunk.some((slot) => slots.isSending(slot))
+    const pushes = chunk.some((row) => rows.isSending(row))
     const operationKey = pushes ? operationKeyBeside(this.keys.prefix, keys[0] as string) : undefined
-    const { keyCount, keysAndArgs } = chunkArguments(pushEntries(slots, chunk), keys, time, heartbeat, operationKey)
+    const { keyCount, keysAndArgs } = chunkArguments(pushEntries(rows, chunk), keys, time, heartbeat, operationKey)
     return this.sendPush({ chunk, generations, keys, time, keyCount, keysAndArgs, since: performance.now() })
   }
 
@@ -971,7 +971,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    * too few).
    */
   private async sendPush(push: DoubtfulPush): Promise<ChunkOutcome | Error> {
-    const { slots } = this
+    const { rows } = this
     const { chunk, generations, keys, time } = push
     const sentAt = performance.now()
     let answer: ChunkAnswer
@@ -980,7 +980,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     } catch (error) {
       // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
       if (chunk.length > 0 && resendAsItWas(error, push.since)) this.doubtful.push(push)
-      else for (const [i, slot] of chunk.entries()) this.requeue(slot, generations[i] as number)
+      else for (const [i, row] of chunk.entries()) this.requeue(row, generations[i] as number)
       return error instanceof Error ? error : new Error(String(error))
     }
     this.aligned?.measured(answer.serverMs, sentAt, performance.now())
@@ -990,21 +990,21 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     const comparedAt = Math.max(syncedAt, this.safeNow())
     let overAdmitted = 0
     let keyError: TollgateError | undefined
-    chunk.forEach((slot, i) => {
+    chunk.forEach((row, i) => {
       const value = answer.values[i]
-      if (value === undefined || !slots.holds(slot, generations[i] as number)) return
+      if (value === undefined || !rows.holds(row, generations[i] as number)) return
       if (value instanceof TollgateError) {
         // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
-        slots.endSending(slot)
+        rows.endSending(row)
         keyError ??= value
         return
       }
       const over = answer.overAdmitted?.get(i) ?? 0
       if (over > 0) {
         overAdmitted += over
-        this.overAdmitted(slots.shape(slot).rule, over)
+        this.overAdmitted(rows.shape(row).rule, over)
       }
-      this.applySynced(slot, value, syncedAt, comparedAt)
+      this.applySynced(row, value, syncedAt, comparedAt)
     })
     return keyError
       ? { overAdmitted, instances: answer.instances, keyError }
@@ -1012,9 +1012,9 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /** The units a key's push under way carries, summed (0 for none). */
-  private sendingUnitsOf(slot: number): number {
-    const { slots } = this
-    return slots.sendsOneSegment(slot) ? slots.sendingUnitsOf(slot) : pendingUnits(slots.sendingOf(slot))
+  private sendingUnitsOf(row: number): number {
+    const { rows } = this
+    return rows.sendsOneSegment(row) ? rows.sendingUnitsOf(row) : pendingUnits(rows.sendingOf(row))
   }
 
   private overAdmitted(rule: string, units: number): void {
@@ -1022,14 +1022,14 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   /** Puts a failed push's units back before those admitted since, for the next sync. */
-  private requeue(slot: number, generation: number): void {
-    const { slots } = this
-    if (!slots.holds(slot, generation)) return
-    const sending = slots.endSending(slot)
+  private requeue(row: number, generation: number): void {
+    const { rows } = this
+    if (!rows.holds(row, generation)) return
+    const sending = rows.endSending(row)
     if (sending !== undefined) {
-      slots.putBack(slot, sending)
+      rows.putBack(row, sending)
     }
-    if (slots.list(slot)) this.listed.push(slot)
+    if (rows.list(row)) this.listed.push(row)
   }
 
   /**
@@ -1038,14 +1038,14 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
    * since the key's last sync set the rate they are assumed to go on at: the fleet's state and
    * this process's are read at `comparedAt`, no earlier than the sync or any unit admitted here.
    */
-  private applySynced(slot: number, after: string, syncedAt: number, comparedAt: number): void {
-    const { slots } = this
-    const { algorithm, windows, model } = slots.shape(slot)
-    slots.endSending(slot)
-    const pending = slots.pendingOf(slot)
+  private applySynced(row: number, after: string, syncedAt: number, comparedAt: number): void {
+    const { rows } = this
+    const { algorithm, windows, model } = rows.shape(row)
+    rows.endSending(row)
+    const pending = rows.pendingOf(row)
     const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
     const state = withUnits(model, windows, baseline, pending)
-    const previousSync = slots.syncedAt(slot)
+    const previousSync = rows.syncedAt(row)
     const first = windows[0]
     if (this.config.extrapolate && first !== undefined && previousSync > 0 && syncedAt > previousSync) {
       // The fleet's state and this process's differ by what the others admitted and what this
@@ -1055,19 +1055,19 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       // they tell nothing new and what was assumed stands: under the load of
       // test/tests/hybrid-bound.test.ts, comparing units past the limit too let a sliding window
       // over-admit 43 units a window on average, against 25 so.
-      const assumed = slots.others.get(slot)?.assumed ?? 0
-      const local = usedOf(model, slots.stateOf(slot, comparedAt), first, comparedAt)
+      const assumed = rows.others.get(row)?.assumed ?? 0
+      const local = usedOf(model, rows.stateOf(row, comparedAt), first, comparedAt)
       const others = usedOf(model, state, first, comparedAt) - local + assumed
       const perMs = Math.max(0, others) / (syncedAt - previousSync)
       if (perMs > 0) {
-        slots.others.set(slot, { perMs, assumed: 0 })
+        rows.others.set(row, { perMs, assumed: 0 })
         // Pulled again at the next sync, decided on or not: a rate assumed is never older than one
         // sync, and a burst the others made once is not charged again after they stopped.
-        if (slots.list(slot)) this.listed.push(slot)
-      } else slots.others.delete(slot)
+        if (rows.list(row)) this.listed.push(row)
+      } else rows.others.delete(row)
     }
-    slots.setState(slot, state, state === undefined ? 0 : model.expiresAt(state, windows))
-    slots.setSyncedAt(slot, syncedAt)
+    rows.setState(row, state, state === undefined ? 0 : model.expiresAt(state, windows))
+    rows.setSyncedAt(row, syncedAt)
   }
 
   /** A sync that reached Redis for every chunk: the store is synced again. */
@@ -1089,8 +1089,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   /** Drops keys whose state expired and that hold nothing to push, a slice at a time. */
   private sweep(): void {
     const now = this.safeNow()
-    const { slots } = this
-    slots.sweep(SWEEP_PER_SYNC, (slot) => !slots.listed(slot) && !slots.unsynced(slot) && slots.expiresAt(slot) <= now)
+    const { rows } = this
+    rows.sweep(SWEEP_PER_SYNC, (row) => !rows.listed(row) && !rows.unsynced(row) && rows.expiresAt(row) <= now)
   }
 
   private noticeDegraded(now: number): void {

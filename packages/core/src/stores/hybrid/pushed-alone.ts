@@ -8,13 +8,13 @@ export interface PushedAloneContext {
   /** Runs the sync script. */
   send(keyCount: number, keysAndArgs: string[]): Promise<unknown>
   operationKey(key: string): string
-  /** Units Redis refused (it ran nothing): back to the key's pending ones, if the slot still holds it, else lost. */
-  putBack(slot: number, generation: number, units: readonly number[]): void
+  /** Units Redis refused (it ran nothing): back to the key's pending ones, if the row still holds it, else lost. */
+  putBack(row: number, generation: number, units: readonly number[]): void
   overAdmitted(rule: string, units: number): void
 }
 
 interface AlonePush {
-  slot: number
+  row: number
   generation: number
   rule: string
   keys: string[]
@@ -45,7 +45,7 @@ export class PushedAlone {
     private readonly context: PushedAloneContext,
   ) {}
 
-  push(slot: number, generation: number, key: string, shape: Shape, units: readonly number[], time: string): void {
+  push(row: number, generation: number, key: string, shape: Shape, units: readonly number[], time: string): void {
     const entries = new SyncEntries()
     entries.add(shape.algorithm, shape.windows, units)
     const { keyCount, keysAndArgs } = chunkArguments(
@@ -56,7 +56,7 @@ export class PushedAlone {
       this.context.operationKey(key),
     )
     void this.send({
-      slot,
+      row,
       generation,
       rule: shape.rule,
       keys: [key],
@@ -86,7 +86,7 @@ export class PushedAlone {
       reply = await this.context.send(push.keyCount, push.keysAndArgs)
     } catch (error) {
       if (resendAsItWas(error, push.since) && this.doubtful.length < this.maxDoubtful) this.doubtful.push(push)
-      else this.context.putBack(push.slot, push.generation, push.units)
+      else this.context.putBack(push.row, push.generation, push.units)
       return
     }
     let answer: ReturnType<typeof readChunkReply>

@@ -14,19 +14,19 @@ import type { KeyTable, Shape } from './key-table.js'
  */
 
 /** Records `units` admitted (or, negative, refunded) at `now` on the key. */
-export function record(slots: KeyTable, slot: number, shape: Shape, now: number, units: number): void {
+export function record(rows: KeyTable, row: number, shape: Shape, now: number, units: number): void {
   if (shape.bucket) {
-    slots.foldBucket(slot, shape.windows, now, units)
+    rows.foldBucket(row, shape.windows, now, units)
     return
   }
-  if (slots.hasPending(slot)) {
-    const lastUnits = slots.lastSegmentUnits(slot)
-    if (lastUnits > 0 === units > 0 && sameWindows(shape, slots.lastSegmentAt(slot), now)) {
-      slots.addToLastSegment(slot, units)
+  if (rows.hasPending(row)) {
+    const lastUnits = rows.lastSegmentUnits(row)
+    if (lastUnits > 0 === units > 0 && sameWindows(shape, rows.lastSegmentAt(row), now)) {
+      rows.addToLastSegment(row, units)
       return
     }
   }
-  slots.appendSegment(slot, now, units)
+  rows.appendSegment(row, now, units)
 }
 
 /** Whether `at` and `now` fall in the same window of every window of the rule. */

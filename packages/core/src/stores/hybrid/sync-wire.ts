@@ -172,13 +172,13 @@ function unitsText(units: readonly number[] | undefined): string {
 }
 
 /** The `sending` units of each of the chunk's keys, as the sync script's entries. */
-export function pushEntries(slots: KeyTable, chunk: readonly number[]): string[] {
+export function pushEntries(rows: KeyTable, chunk: readonly number[]): string[] {
   const entries = new SyncEntries()
-  for (const slot of chunk) {
-    const shape = slots.shape(slot)
-    if (slots.sendsOneSegment(slot)) {
-      entries.addSegment(shape.algorithm, shape.windows, slots.sendingAtOf(slot), slots.sendingUnitsOf(slot))
-    } else entries.add(shape.algorithm, shape.windows, slots.sendingOf(slot))
+  for (const row of chunk) {
+    const shape = rows.shape(row)
+    if (rows.sendsOneSegment(row)) {
+      entries.addSegment(shape.algorithm, shape.windows, rows.sendingAtOf(row), rows.sendingUnitsOf(row))
+    } else entries.add(shape.algorithm, shape.windows, rows.sendingOf(row))
   }
   return entries.entries
 }
