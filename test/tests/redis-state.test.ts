@@ -13,18 +13,20 @@ import { algorithms } from '../../packages/core/src/algorithms/index.js'
 import { evaluateLocally, type StateTable } from '../../packages/core/src/stores/shared/evaluate-locally.js'
 import {
   type CounterAlgorithm,
-  counterExpiresAt,
   decodeCounterState,
+  toModelState,
+} from '../../packages/core/src/stores/shared/redis-state.js'
+import { ManualClock } from '../src/manual-clock.js'
+import {
+  counterExpiresAt,
   decodeSlidingLog,
   encodeCounterState,
   encodeSlidingLog,
   fromModelState,
   type SlidingLogEntry,
   slidingLogExpiresAt,
-  toModelState,
   toSlidingLogModel,
-} from '../../packages/core/src/stores/shared/redis-state.js'
-import { ManualClock } from '../src/manual-clock.js'
+} from '../src/redis-codec.js'
 import { seededRandom } from '../src/seeded-random.js'
 
 const DAY = 86_400_000

@@ -1,15 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import type { Window } from '../src/rules/rules.js'
 import {
   counterExpiresAt,
-  decodeCounterState,
   decodeSlidingLog,
   encodeCounterState,
   encodeSlidingLog,
   fromModelState,
   slidingLogMember,
-  toModelState,
-} from '../src/stores/shared/redis-state.js'
+} from '../../../test/src/redis-codec.js'
+import type { Window } from '../src/rules/rules.js'
+import { decodeCounterState, toModelState } from '../src/stores/shared/redis-state.js'
 
 const MINUTE: Window = { limit: 100, periodMs: 60_000 }
 const HOUR: Window = { limit: 1_000, periodMs: 3_600_000 }
