@@ -1,8 +1,5 @@
-import { type BucketState, scaleOf } from '../../algorithms/bucket.js'
-import type { FixedWindowState } from '../../algorithms/fixed-window.js'
+import { scaleOf } from '../../algorithms/bucket.js'
 import type { PeriodState } from '../../algorithms/period-state.js'
-import type { SlidingLogState } from '../../algorithms/sliding-log.js'
-import type { SlidingWindowState } from '../../algorithms/sliding-window.js'
 import type { AlgorithmName, Window } from '../../rules/rules.js'
 
 /**
