@@ -163,48 +163,35 @@ local function fixed_window_module()
     if #segments == 0 and not moved then
       return 0, raw or ''
     end
-    -- add_segments' loops, written out: a closure made per key costs a sync of a million keys
-    -- about as much as the rest of the key's work here.
-    local over = 0
-    for j = 1, #segments, 2 do
-      local at, units = min(segments[j], now), segments[j + 1]
-      local above = 0
-      for k = 1, count do
-        local w, i = windows[k], 2 * k - 1
-        local period = w.period
-        local ends_at = at - at % period + period
-        local stored = s[i]
-        if stored ~= nil and stored ~= ends_at and not side_read then
-          side = key .. ':prev'
-          read_counter(side, windows, s, last, 2, legacy)
-          side_read = true
-        end
-        if stored == nil or stored < ends_at then
-          if stored ~= nil and s[i + 1] > 0 then
-            s[last + i], s[last + i + 1] = stored, s[i + 1]
-          end
-          s[i], s[i + 1] = ends_at, 0
-          stored = ends_at
-        end
-        local at_count = i
-        if stored > ends_at then
-          -- A late segment: its window is the finished one the side key keeps, or too old to count.
-          at_count = s[last + i] == ends_at and last + i or nil
-        end
-        if at_count then
-          local counted = s[at_count + 1] + units
-          if counted < 0 then
-            counted = 0
-          end
-          s[at_count + 1] = counted
-          local past = pushed_above(units, counted, w.limit)
-          if past > above then
-            above = past
-          end
-        end
+    local over = add_segments(windows, now, segments, function(k, at, units)
+      local w, i = windows[k], 2 * k - 1
+      local period = w.period
+      local ends_at = at - at % period + period
+      local stored = s[i]
+      if stored ~= nil and stored ~= ends_at and not side_read then
+        side = key .. ':prev'
+        read_counter(side, windows, s, last, 2, legacy)
+        side_read = true
       end
-      over = over + above
-    end
+      if stored == nil or stored < ends_at then
+        if stored ~= nil and s[i + 1] > 0 then
+          s[last + i], s[last + i + 1] = stored, s[i + 1]
+        end
+        s[i], s[i + 1] = ends_at, 0
+        stored = ends_at
+      end
+      local at_count = i
+      if stored > ends_at then
+        -- A late segment: its window is the finished one the side key keeps, or too old to count.
+        if s[last + i] ~= ends_at then
+          return 0
+        end
+        at_count = last + i
+      end
+      local counted = max(0, s[at_count + 1] + units)
+      s[at_count + 1] = counted
+      return pushed_above(units, counted, w.limit)
+    end)
     local expires_at, side_expires_at = 0, 0
     for k = 1, count do
       local i = 2 * k - 1

@@ -48,3 +48,17 @@ export async function startReadmeServer(options: ReadmeServerOptions): Promise<s
   })()
   return Promise.race([listening, exited])
 }
+
+/**
+ * Six POSTs to `/login` one after another, as each README's snippet is tried (its limit is five a
+ * minute): the responses, bodies unread. `body`: sent as JSON.
+ */
+export async function sixLogins(origin: string, body?: unknown): Promise<Response[]> {
+  const init: RequestInit =
+    body === undefined
+      ? { method: 'POST' }
+      : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }
+  const responses: Response[] = []
+  for (let i = 0; i < 6; i++) responses.push(await fetch(`${origin}/login`, init))
+  return responses
+}

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url'
-import { startReadmeServer } from '@tollgate/test-support/readme-server'
+import { sixLogins, startReadmeServer } from '@tollgate/test-support/readme-server'
 import { expect, it } from 'vitest'
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url))
@@ -7,18 +7,10 @@ const packageDir = fileURLToPath(new URL('..', import.meta.url))
 it('README opens with a snippet that runs as written: a server whose /login refuses the sixth try', async () => {
   // From the package directory, so 'hono' and '@hono/node-server' resolve as in the reader's app.
   const origin = await startReadmeServer({ packageDir, packageName: '@tollgate/hono' })
-  const statuses: number[] = []
-  const bodies: string[] = []
-  let last: Response | undefined
-  for (let i = 0; i < 6; i++) {
-    last = await fetch(`${origin}/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: 'ada' }),
-    })
-    statuses.push(last.status)
-    if (i < 5) bodies.push(await last.text())
-  }
+  const logins = await sixLogins(origin, { username: 'ada' })
+  const statuses = logins.map((response) => response.status)
+  const bodies = await Promise.all(logins.slice(0, 5).map((response) => response.text()))
+  const last = logins.at(-1)
   expect(statuses).toEqual([200, 200, 200, 200, 200, 429])
   expect(new Set(bodies)).toEqual(new Set(['welcome, ada\n']))
   expect(last?.headers.get('content-type')).toBe('application/problem+json')

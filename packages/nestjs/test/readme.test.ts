@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url'
-import { startReadmeServer } from '@tollgate/test-support/readme-server'
+import { sixLogins, startReadmeServer } from '@tollgate/test-support/readme-server'
 import ts from 'typescript'
 import { expect, it } from 'vitest'
 
@@ -16,16 +16,9 @@ it('README opens with a snippet that runs as written: an app whose /login refuse
         compilerOptions: { experimentalDecorators: true, module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
       }).outputText,
   })
-  const statuses: number[] = []
-  let last: Response | undefined
-  for (let i = 0; i < 6; i++) {
-    last = await fetch(`${origin}/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: 'ada' }),
-    })
-    statuses.push(last.status)
-  }
+  const logins = await sixLogins(origin, { username: 'ada' })
+  const statuses = logins.map((response) => response.status)
+  const last = logins.at(-1)
   expect(statuses).toEqual([200, 200, 200, 200, 200, 429])
   expect(last?.headers.get('content-type')).toMatch(/^application\/problem\+json/)
   expect(last?.headers.get('ratelimit-policy')).toBe('"login-60s";q=5;w=60, "login-3600s";q=20;w=3600')

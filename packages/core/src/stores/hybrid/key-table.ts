@@ -574,8 +574,8 @@ function grown<A extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(
 }
 
 /**
- * Rows in a growing Int32Array: the keys listed for the next sync, 4 bytes each where an array
- * of numbers takes 8, and never more than the keys tracked, since a key is listed once.
+ * Rows in a growing Int32Array: the keys listed for the next sync, each in half the room an array
+ * of numbers gives it, and never more than the keys tracked, since a key is listed once.
  */
 export class RowList {
   private items = new Int32Array(1024)
