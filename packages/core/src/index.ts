@@ -71,7 +71,7 @@ export type { DecisionOptions, ResetOptions } from './store-calls/decision-optio
 export { MAX_IDENTIFIERS } from './store-calls/decision-plan.js'
 export type { BacklogOptions } from './store-calls/store-backlog.js'
 export type { LimiterEvents } from './store-calls/store-caller.js'
-export type { HybridStats, HybridStoreEvents, SyncReport } from './stores/hybrid/hybrid-store.js'
+export type { HybridStoreEvents } from './stores/hybrid/hybrid-store.js'
 export { HybridStore } from './stores/hybrid/hybrid-store.js'
 export { hybridInstancesKey } from './stores/hybrid/instances.js'
 export type {
@@ -81,6 +81,7 @@ export type {
   HybridStoreOptions,
   OutagePolicy,
 } from './stores/hybrid/options.js'
+export type { HybridStats, SyncReport } from './stores/hybrid/reports.js'
 export type { MemoryStoreOptions } from './stores/memory/memory-store.js'
 export { MemoryStore } from './stores/memory/memory-store.js'
 export type { RedisClientLike, RedisStoreOptions } from './stores/redis/redis-store.js'

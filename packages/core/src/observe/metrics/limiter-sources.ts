@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events'
 import type { Limiter } from '../../limiter/limiter.js'
-import type { HybridStats, SyncReport } from '../../stores/hybrid/hybrid-store.js'
+import type { HybridStats, SyncReport } from '../../stores/hybrid/reports.js'
 import type { Store } from '../../stores/store.js'
 
 /**

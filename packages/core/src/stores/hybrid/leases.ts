@@ -5,7 +5,7 @@ import { resendAsItWas } from '../shared/operations.js'
 import type { ReplyWatches } from '../shared/reply-watch.js'
 import type { StoreReceiver, StoreRequest, StoreResult, StoreWindowResult } from '../store.js'
 import type { Lease, LeaseBook } from './lease-book.js'
-import { ruleTextOf, type SyncCommand } from './sync-wire.js'
+import { type ChunkOutcome, ruleTextOf, type SyncCommand } from './sync-wire.js'
 
 /** What the lease exchange needs of its HybridStore. */
 export interface LeaseContext {
@@ -24,13 +24,6 @@ export interface LeaseContext {
   readonly instance: string
   /** The server answered a call sent at `sentAt` (monotonic ms) on `key`'s node: `serverMs` is its time. */
   answered(serverMs: number, sentAt: number, key: string): void
-}
-
-/** What one chunk of a strict sync answers (the same shape as an approximate sync's). */
-export interface LeaseChunkOutcome {
-  overAdmitted: number
-  instances: number | undefined
-  keyError?: TollgateError
 }
 
 /**
@@ -161,7 +154,7 @@ export class LeaseExchange {
     margin: number,
     heartbeat: readonly [string, string] | undefined,
     closing: boolean,
-  ): Promise<LeaseChunkOutcome | Error> {
+  ): Promise<ChunkOutcome | Error> {
     const { book } = this.context
     const time = this.context.timeOf(now)
     const sending: number[][] = []
@@ -189,7 +182,7 @@ export class LeaseExchange {
   }
 
   /** The chunks whose calls failed without Redis's answer, sent again as they were: each with its first key, which tells its node. */
-  resendDoubtful(): Array<[key: string, outcome: Promise<LeaseChunkOutcome | Error>]> {
+  resendDoubtful(): Array<[key: string, outcome: Promise<ChunkOutcome | Error>]> {
     return this.doubtful.splice(0).map((chunk) => [chunk.keys[0] ?? chunk.heartbeat?.[0] ?? '', this.sendChunk(chunk)])
   }
 
@@ -199,7 +192,7 @@ export class LeaseExchange {
    * an answer (a lost connection) may have run: it is sent again as it was, under the same key,
    * at the next sync, its leases held meanwhile; past the key's life, its units go back.
    */
-  private async sendChunk(chunk: LeaseChunk): Promise<LeaseChunkOutcome | Error> {
+  private async sendChunk(chunk: LeaseChunk): Promise<ChunkOutcome | Error> {
     const { book } = this.context
     const { leases, sending, time, now } = chunk
     let reply: LeaseReply

@@ -8,9 +8,9 @@ interface SlotMap {
 /**
  * Whether each Redis node a HybridStore syncs with answers, and since when it last did. On a
  * Cluster a master that stops answering fails only its own slots' keys: those go to the outage
- * policy, and a key whose master answers is decided on its totals as ever. (Judged as a whole, one
- * failed master once sent every key to the policy: 4,757 admitted against 2,000 on a key whose
- * master never failed.) Off a Cluster there is one node.
+ * policy, and a key whose master answers is decided on its totals as ever (judged as a whole, one
+ * failed master would send every key to the policy, and keys whose master never failed with them:
+ * test/tests/hybrid-cluster.test.ts). Off a Cluster there is one node.
  */
 export class NodeHealth {
   /** Nodes whose last exchange with this store failed, with when each last answered (the store's clock). */

@@ -26,6 +26,15 @@ export interface ChunkAnswer {
   overAdmitted: Map<number, number> | undefined
 }
 
+/** What one call of a sync came to, as the sync reports it (an approximate push or a strict chunk alike). */
+export interface ChunkOutcome {
+  overAdmitted: number
+  /** Live processes, when the call carried the heartbeat. */
+  instances: number | undefined
+  /** The first error a key of the call met alone (a key of another type): the others synced. */
+  keyError?: TollgateError
+}
+
 /** A rule's windows always encode to the same text: each is encoded once. */
 const ruleTexts = new WeakMap<readonly Window[], Map<AlgorithmName, string>>()
 

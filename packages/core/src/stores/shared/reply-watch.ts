@@ -7,7 +7,7 @@ import type { ReplyWatch } from '../store.js'
  * the process and in Redis, while every reply says Redis is working. So a decision's bound runs
  * on how long its connection has been silent, not on how long the decision has existed.
  */
-class ConnectionWatch implements ReplyWatch {
+export class ConnectionWatch implements ReplyWatch {
   private outstanding = 0
   /**
    * `performance.now()` of the last reply, or of the first turn of the event loop after a send

@@ -1,0 +1,62 @@
+import type { AlgorithmName } from '../../rules/rules.js'
+import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget } from '../store.js'
+import type { ChunkOutcome } from './sync-wire.js'
+
+/**
+ * What a HybridStore's consistency does, the store being the same façade over either:
+ * `approximate.ts` (counts synced about once a second) or `strict.ts` (slices of each limit
+ * leased from Redis).
+ */
+export interface HybridMode {
+  readonly algorithms: readonly AlgorithmName[]
+  /** A decision in the process; undefined when it needs Redis first. */
+  decide(request: StoreRequest): StoreResult | undefined
+  /** A decision `decide` left to Redis. `asker` is told when it goes on the wire. */
+  ask(request: StoreRequest, asker?: StoreReceiver): Promise<StoreResult>
+  /** Drops what the process holds for a target being reset. */
+  forget(target: StoreTarget): void
+  /** The keys this sync carries, taken from what waits for it. `time`: the scripts' time argument. */
+  batch(now: number, time: string, closing: boolean): SyncBatch
+  /** A sync reached every node. */
+  synced(now: number): void
+  /** The store closes: what the process holds in Redis goes back with the last sync. */
+  close(): void
+  /** Whether a last sync has anything to carry. */
+  unsent(): boolean
+  /** The mode's part of `stats()` and of each `SyncReport`. */
+  counts(): ModeCounts
+}
+
+export interface ModeCounts {
+  trackedKeys: number
+  dirtyKeys: number
+  evictedUnsynced: number
+  leaseRoundTrips: number
+  reservedUnits: number
+  overAdmittedByRule: ReadonlyMap<string, number>
+  leaseRoundTripsByRule: ReadonlyMap<string, number>
+}
+
+/** One sync's keys, and how a chunk of them goes to Redis. */
+export interface SyncBatch {
+  readonly size: number
+  /** Units the batch pushes, refunds subtracted. */
+  readonly pushedUnits: number
+  /**
+   * The keys' names, when built up front (strict mode, and a Cluster, whose calls group keys by
+   * slot); else undefined and built as each chunk goes out, so that a sync of a million keys does
+   * not hold them all at once.
+   */
+  readonly names: readonly string[] | undefined
+  nameOf(at: number): string
+  /** Sends the keys at `indices` (named `keys`), the heartbeat with them if given. */
+  send(
+    indices: readonly number[],
+    keys: string[],
+    heartbeat: [string, string] | undefined,
+  ): Promise<ChunkOutcome | Error>
+  /** Calls that failed at an earlier sync, sent again as they were: each with its first key, which tells its node. */
+  resend(): Array<{ key: string; outcome: Promise<ChunkOutcome | Error>; pushedUnits: number }>
+  /** Units pushed outside the sync's calls since the last sync, and those of them over a limit. */
+  aside(): { pushedUnits: number; overAdmitted: number }
+}
