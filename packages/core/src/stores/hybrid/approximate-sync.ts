@@ -2,11 +2,12 @@ import { TollgateError } from '../../support/errors.js'
 import { operationKeyBeside, resendAsItWas } from '../shared/operations.js'
 import { decodeCounterState, toModelState } from '../shared/redis-state.js'
 import { pendingUnits } from './bucket-fold.js'
-import type { KeyTable, RowList, Shape } from './key-table.js'
+import type { KeyTable, Shape } from './key-table.js'
 import type { SyncBatch } from './mode.js'
 import type { HybridConfig } from './options.js'
 import { PushedAlone } from './pushed-alone.js'
 import type { RedisLink } from './redis-link.js'
+import type { RowList } from './row-list.js'
 import { usedOf, withUnits } from './segments.js'
 import { type ChunkAnswer, type ChunkOutcome, chunkArguments, pushEntries, readChunkReply } from './sync-wire.js'
 
@@ -54,7 +55,7 @@ export class ApproximateSync {
           this.evictedUnsynced++
           return
         }
-        rows.putBack(row, units)
+        rows.units.putBack(row, units, rows.shape(row))
         if (rows.list(row)) listed.push(row)
       },
       overAdmitted: (rule, units) => this.overAdmitted(rule, units),
@@ -67,9 +68,9 @@ export class ApproximateSync {
     const batch: number[] = []
     this.listed.filter((row) => {
       if (!rows.listed(row)) return false
-      if (rows.isSending(row)) return true
+      if (rows.units.isSending(row)) return true
       rows.unlist(row)
-      rows.startSending(row)
+      rows.units.startSending(row)
       batch.push(row)
       return false
     })
@@ -115,8 +116,8 @@ export class ApproximateSync {
   apply(row: number, after: string, syncedAt: number, comparedAt: number): void {
     const { rows } = this
     const { algorithm, windows, model } = rows.shape(row)
-    rows.endSending(row)
-    const pending = rows.pendingOf(row)
+    rows.units.endSending(row)
+    const pending = rows.units.pendingOf(row)
     const baseline = toModelState(algorithm, windows, decodeCounterState(algorithm, windows, after || null), true)
     const state = withUnits(model, windows, baseline, pending)
     const previousSync = rows.syncedAt(row)
@@ -146,7 +147,7 @@ export class ApproximateSync {
   /** Drops keys whose state expired and that hold nothing to push, a slice at a time. */
   sweep(now: number): void {
     const { rows } = this
-    rows.sweep(SWEEP_PER_SYNC, (row) => !rows.listed(row) && !rows.unsynced(row) && rows.expiresAt(row) <= now)
+    rows.sweep(SWEEP_PER_SYNC, (row) => !rows.listed(row) && !rows.units.unsynced(row) && rows.expiresAt(row) <= now)
   }
 
   /**
@@ -163,7 +164,7 @@ export class ApproximateSync {
     // A row may be given to another key before the answer comes: the answer is the key's.
     const generations = chunk.map((row) => rows.generation(row))
     // Only a push needs one: a chunk that only reads writes nothing that could count twice.
-    const pushes = chunk.some((row) => rows.isSending(row))
+    const pushes = chunk.some((row) => rows.units.isSending(row))
     const operationKey = pushes ? operationKeyBeside(this.config.prefix, keys[0] as string) : undefined
     const { keyCount, keysAndArgs } = chunkArguments(pushEntries(rows, chunk), keys, time, heartbeat, operationKey)
     return this.sendPush({ chunk, generations, keys, time, keyCount, keysAndArgs, since: performance.now() })
@@ -202,7 +203,7 @@ export class ApproximateSync {
       if (value === undefined || !rows.holds(row, generations[i] as number)) return
       if (value instanceof TollgateError) {
         // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
-        rows.endSending(row)
+        rows.units.endSending(row)
         keyError ??= value
         return
       }
@@ -221,7 +222,7 @@ export class ApproximateSync {
   /** The units a key's push under way carries, summed (0 for none). */
   private sendingUnitsOf(row: number): number {
     const { rows } = this
-    return rows.sendsOneSegment(row) ? rows.sendingUnitsOf(row) : pendingUnits(rows.sendingOf(row))
+    return rows.units.sendsOneSegment(row) ? rows.units.sendingUnitsOf(row) : pendingUnits(rows.units.sendingOf(row))
   }
 
   private overAdmitted(rule: string, units: number): void {
@@ -232,8 +233,8 @@ export class ApproximateSync {
   private requeue(row: number, generation: number): void {
     const { rows } = this
     if (!rows.holds(row, generation)) return
-    const sending = rows.endSending(row)
-    if (sending !== undefined) rows.putBack(row, sending)
+    const sending = rows.units.endSending(row)
+    if (sending !== undefined) rows.units.putBack(row, sending, rows.shape(row))
     if (rows.list(row)) this.listed.push(row)
   }
 }

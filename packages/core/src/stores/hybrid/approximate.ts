@@ -4,11 +4,12 @@ import { evaluateLocally } from '../shared/evaluate-locally.js'
 import type { CounterAlgorithm } from '../shared/redis-state.js'
 import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget } from '../store.js'
 import { ApproximateSync } from './approximate-sync.js'
-import { KeyTable, RowList, type Shape } from './key-table.js'
+import { KeyTable, type Shape } from './key-table.js'
 import type { HybridMode, ModeCounts, SyncBatch } from './mode.js'
 import type { HybridConfig } from './options.js'
 import type { Outage } from './outage.js'
 import type { RedisLink } from './redis-link.js'
+import { RowList } from './row-list.js'
 import { record } from './segments.js'
 import { chunkArguments, chunksOf, readChunkReply, SyncEntries } from './sync-wire.js'
 
@@ -141,13 +142,13 @@ export class ApproximateMode implements HybridMode {
   close(): void {}
 
   unsent(): boolean {
-    return this.rows.pendingKeys > 0
+    return this.rows.units.pendingKeys > 0
   }
 
   counts(): ModeCounts {
     return {
       trackedKeys: this.rows.size,
-      dirtyKeys: this.rows.unsyncedCount,
+      dirtyKeys: this.rows.units.unsyncedCount,
       evictedUnsynced: this.pushes.evictedUnsynced,
       leaseRoundTrips: 0,
       reservedUnits: 0,
@@ -266,8 +267,8 @@ export class ApproximateMode implements HybridMode {
   private pushEarlierUnits(row: number, shape: Shape): void {
     const { rows } = this
     const before = rows.shape(row)
-    if (!rows.hasPending(row) || sameLimits(before.windows, shape.windows)) return
-    this.pushes.pushAlone(row, before, rows.takePending(row) as number[])
+    if (!rows.units.hasPending(row) || sameLimits(before.windows, shape.windows)) return
+    this.pushes.pushAlone(row, before, rows.units.takePending(row) as number[])
   }
 
   /**

@@ -4,7 +4,7 @@ import type { KeyBuilder } from '../../rules/keys.js'
 import type { Window } from '../../rules/rules.js'
 import type { StateTable } from '../shared/evaluate-locally.js'
 import type { CounterAlgorithm } from '../shared/redis-state.js'
-import { asSegment, fold, foldAfter, foldedOf, isFolded } from './bucket-fold.js'
+import { RowUnits } from './row-units.js'
 
 /** What every key of one rule shares: its name, algorithm and windows. */
 export interface Shape {
@@ -28,11 +28,6 @@ const LISTED = 4
  */
 const WIDE = 8
 const HELD = 16
-/** One segment of units not yet pushed, in `segmentAt` and `segmentUnits`. */
-const ONE_SEGMENT = 32
-/** A push of the key's units is under way: one segment in `sendingAt` and `sendingUnits` (SENDING_ONE), else in `sendingMany`. */
-const SENDING = 64
-const SENDING_ONE = 128
 const INLINE = 4
 /** Rows the eviction hand looks at for a key with nothing to push. */
 const VICTIM_LOOK = 1024
@@ -45,8 +40,7 @@ const MAX_SHAPES = 0xffff
  * its own, with its state as an array, cost over twice as much (`pnpm --filter @tollgate/bench
  * hybrid-memory` measures it). A one-window state lives in `values`; a state of
  * several windows, rarer, in `wide` as the model's array. Units not yet pushed are in columns
- * too while a key has one segment of them, and in `segments` and `sending` for the keys that
- * have more, or a push under way.
+ * too (`units`, row-units.ts).
  *
  * The order a full table forgets in is CLOCK over the rows: a hand goes round and takes the
  * first row not used since it last came by, a key with nothing to push first: one with units
@@ -68,23 +62,8 @@ export class KeyTable {
   private expiries = new Float64Array(0)
   private synced = new Float64Array(0)
   private readonly wide = new Map<number, number[]>()
-  /**
-   * Units admitted here since the sync under way (or the last one) took the key's, as segments
-   * `at, units` (segments.ts): most keys have one per sync, kept in these columns; a key
-   * with more has all of them in `segments` instead, a bucket's folded (bucket-fold.ts).
-   */
-  private segmentAt = new Float64Array(0)
-  private segmentUnits = new Float64Array(0)
-  private readonly segments = new Map<number, number[]>()
-  private withPending = 0
-  /**
-   * The units a push under way carries, until Redis took them or failed: one segment in columns,
-   * as most keys push, or the key's segments (a bucket's folded) in `sendingMany`.
-   */
-  private sendingAt = new Float64Array(0)
-  private sendingUnits = new Float64Array(0)
-  private readonly sendingMany = new Map<number, number[]>()
-  private sendingKeys = 0
+  /** Units admitted here that Redis has not taken yet, by row. */
+  readonly units = new RowUnits()
   /** Units per ms the other processes admitted between the key's last two syncs, and how many of them were charged since. */
   readonly others = new Map<number, { perMs: number; assumed: number }>()
   private readonly free: number[] = []
@@ -175,7 +154,7 @@ export class KeyTable {
   evictPushing(push: (row: number, units: number[]) => void): boolean {
     const row = this.victim(true, true)
     if (row < 0) return false
-    const units = this.takePending(row)
+    const units = this.units.takePending(row)
     if (units !== undefined) push(row, units)
     this.remove(row)
     return true
@@ -184,7 +163,7 @@ export class KeyTable {
   /** Forgets the key the eviction hand finds unused, whatever it holds; true when it held units not yet pushed. */
   evictAny(): boolean {
     const row = this.victim(false)
-    const unsynced = this.unsynced(row)
+    const unsynced = this.units.unsynced(row)
     this.remove(row)
     return unsynced
   }
@@ -213,11 +192,7 @@ export class KeyTable {
   /** The key's rule changed its windows (or is another limiter's equal rule): its state stays, found by period. */
   reshape(row: number, shape: Shape): void {
     const state = this.stateOf(row, Number.NEGATIVE_INFINITY)
-    // Folded for the old windows' units: pushed as one segment, at their last time.
-    const pending = this.segments.get(row)
-    if (pending !== undefined && isFolded(pending)) this.segments.set(row, asSegment(pending))
-    const sending = this.sendingMany.get(row)
-    if (sending !== undefined && isFolded(sending)) this.sendingMany.set(row, asSegment(sending))
+    this.units.reshape(row)
     this.shapeIds[row] = shape.id
     if (state !== undefined) this.setState(row, state, this.expiries[row] as number)
   }
@@ -231,199 +206,11 @@ export class KeyTable {
     this.count--
     this.identifiers[row] = undefined
     this.generations[row] = (this.generations[row] as number) + 1
-    this.clearPending(row)
+    this.units.clear(row)
     if (((this.flags[row] as number) & WIDE) !== 0) this.wide.delete(row)
-    this.endSending(row)
     this.flags[row] = 0
     this.others.delete(row)
     this.free.push(row)
-  }
-
-  unsynced(row: number): boolean {
-    return this.hasPending(row) || this.isSending(row)
-  }
-
-  /** Whether a push of the key's units is under way. */
-  isSending(row: number): boolean {
-    return ((this.flags[row] as number) & SENDING) !== 0
-  }
-
-  /** Keys with units not yet pushed or a push under way (a scan of the flags: for stats, not decisions). */
-  get unsyncedCount(): number {
-    if (this.sendingKeys === 0) return this.withPending
-    let sendingOnly = 0
-    const { flags } = this
-    for (let row = 0; row < this.used; row++) {
-      if (((flags[row] as number) & SENDING) !== 0 && !this.hasPending(row)) sendingOnly++
-    }
-    return this.withPending + sendingOnly
-  }
-
-  /** Whether the units a push under way carries are one segment: `sendingAtOf`, `sendingUnitsOf`. */
-  sendsOneSegment(row: number): boolean {
-    return ((this.flags[row] as number) & SENDING_ONE) !== 0
-  }
-
-  sendingAtOf(row: number): number {
-    return this.sendingAt[row] as number
-  }
-
-  sendingUnitsOf(row: number): number {
-    return this.sendingUnits[row] as number
-  }
-
-  /** The units a push under way carries (a copy when in the columns); undefined for none. */
-  sendingOf(row: number): number[] | undefined {
-    const flags = this.flags[row] as number
-    if ((flags & SENDING) === 0) return undefined
-    if ((flags & SENDING_ONE) !== 0) return [this.sendingAt[row] as number, this.sendingUnits[row] as number]
-    return this.sendingMany.get(row)
-  }
-
-  /** Hands the key's pending units to a push; false when it had none (the key is only read). */
-  startSending(row: number): boolean {
-    const flags = this.flags[row] as number
-    if ((flags & ONE_SEGMENT) !== 0) {
-      this.sendingAt[row] = this.segmentAt[row] as number
-      this.sendingUnits[row] = this.segmentUnits[row] as number
-      this.clearPending(row)
-      this.flags[row] = (this.flags[row] as number) | SENDING | SENDING_ONE
-      this.sendingKeys++
-      return true
-    }
-    const segments = this.segments.get(row)
-    if (segments === undefined) return false
-    this.clearPending(row)
-    this.setSending(row, segments)
-    return true
-  }
-
-  /** Sets the units a push of the key carries. */
-  setSending(row: number, units: number[]): void {
-    this.endSending(row)
-    this.sendingMany.set(row, units)
-    this.flags[row] = (this.flags[row] as number) | SENDING
-    this.sendingKeys++
-  }
-
-  /** Ends the key's push under way: Redis took its units, or they go back (`putBack`); returns them. */
-  endSending(row: number): number[] | undefined {
-    const flags = this.flags[row] as number
-    if ((flags & SENDING) === 0) return undefined
-    const units = this.sendingOf(row)
-    this.sendingMany.delete(row)
-    this.flags[row] = flags & ~(SENDING | SENDING_ONE)
-    this.sendingKeys--
-    return units
-  }
-
-  /** Keys with units admitted here that no sync has taken yet. */
-  get pendingKeys(): number {
-    return this.withPending
-  }
-
-  hasPending(row: number): boolean {
-    return ((this.flags[row] as number) & ONE_SEGMENT) !== 0 || this.segments.has(row)
-  }
-
-  /** The key's pending segments (or a bucket's units folded), a copy when they are in the columns; undefined for none. */
-  pendingOf(row: number): number[] | undefined {
-    if (((this.flags[row] as number) & ONE_SEGMENT) !== 0) {
-      return [this.segmentAt[row] as number, this.segmentUnits[row] as number]
-    }
-    return this.segments.get(row)
-  }
-
-  /** The last pending segment's time; call only when `hasPending`, and not for a bucket. */
-  lastSegmentAt(row: number): number {
-    if (((this.flags[row] as number) & ONE_SEGMENT) !== 0) return this.segmentAt[row] as number
-    const segments = this.segments.get(row) as number[]
-    return segments[segments.length - 2] as number
-  }
-
-  lastSegmentUnits(row: number): number {
-    if (((this.flags[row] as number) & ONE_SEGMENT) !== 0) return this.segmentUnits[row] as number
-    const segments = this.segments.get(row) as number[]
-    return segments[segments.length - 1] as number
-  }
-
-  /** Adds units to the last pending segment. */
-  addToLastSegment(row: number, units: number): void {
-    if (((this.flags[row] as number) & ONE_SEGMENT) !== 0) {
-      this.segmentUnits[row] = (this.segmentUnits[row] as number) + units
-      return
-    }
-    const segments = this.segments.get(row) as number[]
-    segments[segments.length - 1] = (segments[segments.length - 1] as number) + units
-  }
-
-  /**
-   * Folds units admitted on a bucket into its pending ones: in the columns while they are the
-   * first, then folded, so that a key holds a fixed number of values whatever its rate.
-   */
-  foldBucket(row: number, windows: readonly Window[], at: number, units: number): void {
-    const pending = this.pendingOf(row)
-    if (pending === undefined) {
-      this.appendSegment(row, at, units)
-      return
-    }
-    if (isFolded(pending)) {
-      fold(pending, windows, at, units)
-      return
-    }
-    // Segments, in the columns or (given back by a failed push) in `segments`: folded from now on.
-    const folded = foldedOf(windows, pending)
-    fold(folded, windows, at, units)
-    this.flags[row] = (this.flags[row] as number) & ~ONE_SEGMENT
-    this.segments.set(row, folded)
-  }
-
-  /** Starts a pending segment after the key's others, if any. */
-  appendSegment(row: number, at: number, units: number): void {
-    const flags = this.flags[row] as number
-    if ((flags & ONE_SEGMENT) !== 0) {
-      this.flags[row] = flags & ~ONE_SEGMENT
-      this.segments.set(row, [this.segmentAt[row] as number, this.segmentUnits[row] as number, at, units])
-      return
-    }
-    const segments = this.segments.get(row)
-    if (segments !== undefined) {
-      segments.push(at, units)
-      return
-    }
-    this.flags[row] = flags | ONE_SEGMENT
-    this.segmentAt[row] = at
-    this.segmentUnits[row] = units
-    this.withPending++
-  }
-
-  /** The key's pending segments, handed over (to a sync), and none left. */
-  takePending(row: number): number[] | undefined {
-    const taken = this.pendingOf(row)
-    this.clearPending(row)
-    return taken
-  }
-
-  /** Puts segments (or a bucket's folded units) back before the key's pending ones (a push Redis did not take). */
-  putBack(row: number, segments: readonly number[]): void {
-    const after = this.takePending(row)
-    const shape = this.shape(row)
-    if (shape.bucket) {
-      const folded = foldedOf(shape.windows, segments)
-      if (after !== undefined) foldAfter(folded, shape.windows, after)
-      this.segments.set(row, folded)
-      this.withPending++
-      return
-    }
-    const all = [...segments, ...(after ?? [])]
-    for (let i = 0; i < all.length; i += 2) this.appendSegment(row, all[i] as number, all[i + 1] as number)
-  }
-
-  private clearPending(row: number): void {
-    if (!this.hasPending(row)) return
-    this.flags[row] = (this.flags[row] as number) & ~ONE_SEGMENT
-    this.segments.delete(row)
-    this.withPending--
   }
 
   markUsed(row: number): void {
@@ -540,7 +327,7 @@ export class KeyTable {
       if (this.hand >= end) this.hand = 0
       const row = this.hand++
       if (this.identifiers[row] === undefined) continue
-      if (looking && (pendingAllowed ? this.isSending(row) : this.unsynced(row))) continue
+      if (looking && (pendingAllowed ? this.units.isSending(row) : this.units.unsynced(row))) continue
       const flags = this.flags[row] as number
       if ((flags & USED) === 0) return row
       this.flags[row] = flags & ~USED
@@ -559,10 +346,7 @@ export class KeyTable {
       this.values = grown(this.values, new Float64Array(capacity * INLINE))
       this.expiries = grown(this.expiries, new Float64Array(capacity))
       this.synced = grown(this.synced, new Float64Array(capacity))
-      this.segmentAt = grown(this.segmentAt, new Float64Array(capacity))
-      this.segmentUnits = grown(this.segmentUnits, new Float64Array(capacity))
-      this.sendingAt = grown(this.sendingAt, new Float64Array(capacity))
-      this.sendingUnits = grown(this.sendingUnits, new Float64Array(capacity))
+      this.units.grow(capacity)
     }
     return row
   }
@@ -571,34 +355,4 @@ export class KeyTable {
 function grown<A extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(from: A, into: A): A {
   into.set(from)
   return into
-}
-
-/**
- * Rows in a growing Int32Array: the keys listed for the next sync, each in half the room an array
- * of numbers gives it, and never more than the keys tracked, since a key is listed once.
- */
-export class RowList {
-  private items = new Int32Array(1024)
-  length = 0
-
-  constructor(private readonly most: number) {}
-
-  push(row: number): void {
-    if (this.length === this.items.length) {
-      const larger = new Int32Array(Math.max(this.items.length + 1, Math.min(this.most, this.items.length * 2)))
-      larger.set(this.items)
-      this.items = larger
-    }
-    this.items[this.length++] = row
-  }
-
-  /** Keeps the rows `keep` says to keep, in order, and hands every other to `take`. */
-  filter(keep: (row: number) => boolean): void {
-    let kept = 0
-    for (let i = 0; i < this.length; i++) {
-      const row = this.items[i] as number
-      if (keep(row)) this.items[kept++] = row
-    }
-    this.length = kept
-  }
 }

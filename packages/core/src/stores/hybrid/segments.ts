@@ -16,17 +16,17 @@ import type { KeyTable, Shape } from './key-table.js'
 /** Records `units` admitted (or, negative, refunded) at `now` on the key. */
 export function record(rows: KeyTable, row: number, shape: Shape, now: number, units: number): void {
   if (shape.bucket) {
-    rows.foldBucket(row, shape.windows, now, units)
+    rows.units.foldBucket(row, shape.windows, now, units)
     return
   }
-  if (rows.hasPending(row)) {
-    const lastUnits = rows.lastSegmentUnits(row)
-    if (lastUnits > 0 === units > 0 && sameWindows(shape, rows.lastSegmentAt(row), now)) {
-      rows.addToLastSegment(row, units)
+  if (rows.units.hasPending(row)) {
+    const lastUnits = rows.units.lastSegmentUnits(row)
+    if (lastUnits > 0 === units > 0 && sameWindows(shape, rows.units.lastSegmentAt(row), now)) {
+      rows.units.addToLastSegment(row, units)
       return
     }
   }
-  rows.appendSegment(row, now, units)
+  rows.units.appendSegment(row, now, units)
 }
 
 /** Whether `at` and `now` fall in the same window of every window of the rule. */

@@ -185,9 +185,9 @@ export function pushEntries(rows: KeyTable, chunk: readonly number[]): string[] 
   const entries = new SyncEntries()
   for (const row of chunk) {
     const shape = rows.shape(row)
-    if (rows.sendsOneSegment(row)) {
-      entries.addSegment(shape.algorithm, shape.windows, rows.sendingAtOf(row), rows.sendingUnitsOf(row))
-    } else entries.add(shape.algorithm, shape.windows, rows.sendingOf(row))
+    if (rows.units.sendsOneSegment(row)) {
+      entries.addSegment(shape.algorithm, shape.windows, rows.units.sendingAtOf(row), rows.units.sendingUnitsOf(row))
+    } else entries.add(shape.algorithm, shape.windows, rows.units.sendingOf(row))
   }
   return entries.entries
 }
