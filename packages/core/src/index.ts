@@ -8,7 +8,7 @@ export { policyName } from './http/policy-name.js'
 export type { ProblemDetails } from './http/problem.js'
 export { quotaExceededProblem, storeUnavailableProblem } from './http/problem.js'
 export type { RateLimit, RateLimitVerdict, RequestView } from './http/rate-limit.js'
-export { createRateLimit, createRouteRateLimit } from './http/rate-limit.js'
+export { createRateLimit } from './http/rate-limit.js'
 export type {
   ClientView,
   RateLimitOptions,
@@ -16,6 +16,7 @@ export type {
   ResponseOutcome,
   StandardRefusal,
 } from './http/rate-limit-options.js'
+export { createRouteRateLimit } from './http/route-rate-limit.js'
 export type { IpIdentifierOptions } from './identifiers/ip.js'
 export { ipIdentifier } from './identifiers/ip.js'
 export { userIdentifier } from './identifiers/user.js'

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createRouteRateLimit } from '../src/http/rate-limit.js'
+import { createRouteRateLimit } from '../src/http/route-rate-limit.js'
 import { TollgateError } from '../src/support/errors.js'
 import { engine, IP, limiterOf, memoryStore, remaining, view } from './http-fixtures.js'
 
