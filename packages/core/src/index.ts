@@ -85,7 +85,8 @@ export type {
 export type { HybridStats, SyncReport } from './stores/hybrid/reports.js'
 export type { MemoryStoreOptions } from './stores/memory/memory-store.js'
 export { MemoryStore } from './stores/memory/memory-store.js'
-export type { RedisClientLike, RedisStoreOptions } from './stores/redis/redis-store.js'
+export type { RedisStoreOptions } from './stores/redis/options.js'
+export type { RedisClientLike } from './stores/redis/redis-store.js'
 export { RedisStore } from './stores/redis/redis-store.js'
 export type {
   ReplyWatch,
