@@ -22,6 +22,11 @@ export interface Machine {
   tollgate: string
 }
 
+/** A load average above half the cores at either end of the run: other work shared the machine. */
+export function wasBusy(m: Machine): boolean {
+  return m.loadAverage.start > m.cpus * 0.5 || m.loadAverage.end > m.cpus * 0.5
+}
+
 const PACKAGES = [
   'ioredis',
   'rate-limiter-flexible',

@@ -103,6 +103,7 @@ export function hybridSyncTargets(results: BenchResults): TargetRow[] {
   if (!one) return []
   const rows: TargetRow[] = [
     {
+      headline: `A HybridStore's sync costs Redis ≤ ${SYNC_REDIS_US} µs per key`,
       target: `a HybridStore's sync costs Redis ≤ ${SYNC_REDIS_US} µs per key (${integer(one.keys)} keys, a sync after the first)`,
       measured: `${decimal(redisPerKey(one), 2)} µs${floor ? `, ${ratio(redisPerKey(one) / redisPerKey(floor))} a pipelined INCRBY's ${decimal(redisPerKey(floor), 2)}` : ''} (section 10)`,
       ratio: SYNC_REDIS_US / redisPerKey(one),

@@ -3,6 +3,7 @@ import { labelOf, type RuleShape } from '../contenders/contender.js'
 import { CONTENDERS } from '../contenders/index.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
 import { FRAMEWORKS, HTTP_LIMIT, VARIANTS, variantLabel } from '../http/variants.js'
+import { wasBusy } from '../machine.js'
 import { YOUNG_GENERATION_MB } from '../measures/allocation.js'
 import type { DecisionScenario } from '../measures/decisions.js'
 import { ISOLATED, METRICS_IN_FLIGHT, medianOf } from '../measures/metrics-cost.js'
@@ -33,7 +34,7 @@ function machineSection(results: BenchResults): string {
   return [
     `- **Date**: ${results.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}, ${Math.round(results.seconds)} s`,
     `- **Command**: \`${results.command}\`${c.quick ? ' (quick: short runs, one repetition, 256 in flight only, fewer identifiers in the bytes measure)' : ''}`,
-    `- **Machine**: ${m.cpus} CPUs (\`nproc\`), ${m.cpuModel}, ${m.memoryGiB} GiB, ${m.os}; 1-minute load average ${m.loadAverage.start.toFixed(2)} at the start, ${m.loadAverage.end.toFixed(2)} at the end${m.loadAverage.start > m.cpus * 0.5 || m.loadAverage.end > m.cpus * 0.5 ? ' (**the machine was busy with other work**: absolute figures are low and noisy, ratios within one run hold better)' : ''}`,
+    `- **Machine**: ${m.cpus} CPUs (\`nproc\`), ${m.cpuModel}, ${m.memoryGiB} GiB, ${m.os}; 1-minute load average ${m.loadAverage.start.toFixed(2)} at the start, ${m.loadAverage.end.toFixed(2)} at the end${wasBusy(m) ? ' (**the machine was busy with other work**: absolute figures are low and noisy, ratios within one run hold better)' : ''}`,
     `- **Software**: Node ${m.node}, Redis ${m.redis} (started by the bench on 127.0.0.1, no persistence), ${Object.entries(
       m.packages,
     )

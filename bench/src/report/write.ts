@@ -5,11 +5,29 @@ import type { BenchResults } from '../results.js'
 import { chartsOf } from './charts.js'
 import { capacityMarkdown } from './hybrid-sync.js'
 import { markdownOf } from './markdown.js'
+import { summaryMarkdown } from './summary.js'
 
 const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'results')
-const HYBRID_DOC = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'docs', 'hybrid.md')
-const CAPACITY_START = '<!-- bench:hybrid-capacity:start -->'
-const CAPACITY_END = '<!-- bench:hybrid-capacity:end -->'
+const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
+
+/**
+ * Blocks of the repository's Markdown that the bench writes, each between
+ * `<!-- bench:<name>:start -->` and `<!-- bench:<name>:end -->`, from the run results/latest.md holds.
+ */
+const GENERATED_BLOCKS = [
+  { file: 'README.md', name: 'summary', render: summaryMarkdown },
+  { file: 'docs/hybrid.md', name: 'hybrid-capacity', render: capacityMarkdown },
+] as const
+
+/** `doc` with the block `name` holding `content`; the markers stay, whatever was between them goes. */
+function withBlock(doc: string, file: string, name: string, content: string): string {
+  const startMarker = `<!-- bench:${name}:start -->`
+  const endMarker = `<!-- bench:${name}:end -->`
+  const start = doc.indexOf(startMarker)
+  const end = doc.indexOf(endMarker)
+  if (start < 0 || end < start) throw new Error(`${file} has no ${startMarker} … ${endMarker} block`)
+  return `${doc.slice(0, start + startMarker.length)}\n${content}\n${doc.slice(end)}`
+}
 
 /**
  * A full run writes `results/latest.md` and one SVG per measure; a quick or partial run writes
@@ -35,16 +53,16 @@ export async function writeReport(
     files.push(relative(process.cwd(), path))
   }
   await write(join(dir, 'latest.md'), markdown)
-  // docs/hybrid.md's capacity is the bench's to write, from the run results/latest.md holds: a full
-  // run (or its report written again with --from) rewrites it between its markers, and nothing
-  // else does.
-  const capacity = dir === RESULTS_DIR ? capacityMarkdown(results) : undefined
-  if (capacity !== undefined) {
-    const doc = await readFile(HYBRID_DOC, 'utf8')
-    const start = doc.indexOf(CAPACITY_START)
-    const end = doc.indexOf(CAPACITY_END)
-    if (start < 0 || end < start) throw new Error(`docs/hybrid.md has no ${CAPACITY_START} … ${CAPACITY_END} block`)
-    await write(HYBRID_DOC, `${doc.slice(0, start + CAPACITY_START.length)}\n${capacity}\n${doc.slice(end)}`)
+  // The generated blocks are the bench's to write, from the run results/latest.md holds: a full run
+  // (or its report written again with --from) rewrites them between their markers, and nothing
+  // else does, so that no figure there is ever copied by hand.
+  if (dir === RESULTS_DIR) {
+    for (const { file, name, render } of GENERATED_BLOCKS) {
+      const content = render(results)
+      if (content === undefined) continue
+      const path = join(REPO_ROOT, file)
+      await write(path, withBlock(await readFile(path, 'utf8'), file, name, content))
+    }
   }
   for (const chart of charts) await write(join(dir, chart.file), chart.svg)
   if (options.keepRaw) return { markdown, files }
