@@ -3,7 +3,6 @@ import {
   createLimiter,
   type LimiterOptions,
   loadRules,
-  MemoryStore,
   type RulesOptions,
   type Store,
   type StoreRequest,
@@ -200,23 +199,6 @@ describe('random', () => {
     expect(decision).toMatchObject({ allowed: false, reason: 'local-fallback' })
     expect(decision.windows[0]).toMatchObject({ remaining: 5, failed: true })
     expect(drawn).toBe(1)
-    await limiter.close()
-  })
-})
-
-describe('a shed decision on the MemoryStore', () => {
-  it('keeps its reason through the limiter: shed, with a retry when the window is back at lowBurst', async () => {
-    let now = 1_700_000_000_000
-    const limiter = createLimiter({
-      store: new MemoryStore({ clock: () => now, sweepIntervalMs: 0 }),
-      rules: { api: { algorithm: 'token-bucket', windows: [{ limit: 10, period: '10s', lowBurst: 5 }] } },
-      random: () => 0,
-    })
-    await limiter.consume('api', 'ip:a', { cost: 5 })
-    // A use of 6 after the cost: back to 5 once one token has come back, a second later.
-    expect(await limiter.consume('api', 'ip:a')).toMatchObject({ allowed: false, reason: 'shed', retryAfterMs: 1_000 })
-    now += 1_000
-    expect(await limiter.consume('api', 'ip:a')).toMatchObject({ allowed: true, reason: 'ok' })
     await limiter.close()
   })
 })

@@ -103,7 +103,7 @@ describe.each(Object.keys(frameworks))('%s under a flood of 2,000 concurrent con
 
   it(`lets exactly ${LIMIT} through and answers the rest 429`, async () => {
     const limiter = createLimiter({
-      store: new RedisStore({ client, prefix: `http-flood:${process.pid}:${name}:` }),
+      store: new RedisStore({ client, prefix: `adapters-flood:${process.pid}:${name}:` }),
       rules: { api: { windows: [{ limit: LIMIT, period: '1h' }] } },
       onWarning: () => {},
     })
