@@ -10,9 +10,10 @@ import { type BreakerChange, type BreakerSettings, CircuitBreaker } from './circ
 import { type DecisionPlan, decisionOf, fallbackDecisionOf } from './decision-plan.js'
 import { FailOpenNotice } from './fail-open-notice.js'
 import { NOT_OBSERVED, Observers, TIMED } from './observers.js'
+import { type CallSettler, PendingDecision, PendingReset, type QueuedDecision } from './pending-calls.js'
 import { type BacklogSettings, overloadedDecision } from './store-backlog.js'
 import { asStoreError, isStoreDown, storeErrorKindOf } from './store-errors.js'
-import { StoreWait, type WaitHandler } from './store-wait.js'
+import { StoreWait } from './store-wait.js'
 
 /**
  * Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store
@@ -36,7 +37,7 @@ export interface LimiterEvents {
  * failure into the decision of the plan's policy. It also counts the calls in flight, so that
  * closing waits for them, and shows every `consume` decision and store failure to the observers.
  */
-export class StoreCaller {
+export class StoreCaller implements CallSettler {
   readonly observers = new Observers()
   private readonly breaker: CircuitBreaker
   private readonly notice: FailOpenNotice
@@ -325,94 +326,4 @@ export class StoreCaller {
     void this.localStore?.close()
     this.localStore = undefined
   }
-}
-
-/**
- * One decision waiting for the store: its answer, failure or timeout settles the decision's
- * promise, once. An object rather than closures: every decision on Redis waits in one.
- */
-class PendingDecision implements WaitHandler<StoreResult> {
-  /**
-   * When the decision began, if it is the one in `timeEvery` that is timed. Undefined otherwise,
-   * not 0: a field that holds a number for every decision is boxed for every decision.
-   */
-  private readonly startedAt: number | undefined
-
-  constructor(
-    private readonly caller: StoreCaller,
-    private readonly plan: DecisionPlan,
-    private readonly resolve: (decision: Decision) => void,
-    private readonly reject: (error: unknown) => void,
-    /** The mark the decision began with. */
-    private readonly observed: number,
-  ) {
-    this.startedAt = observed === TIMED ? caller.observers.timedAt : undefined
-  }
-
-  answered(result: StoreResult): void {
-    this.settle(true, result)
-  }
-
-  failed(cause: unknown): void {
-    this.settle(false, cause)
-  }
-
-  /** The decision of the store's answer (`answered`) or of its failure, to the decision's promise. */
-  private settle(answered: boolean, outcome: unknown): void {
-    const { caller, plan } = this
-    let decision: Decision
-    try {
-      const made = answered
-        ? caller.answerDecision(plan, outcome as StoreResult, true)
-        : caller.failureDecision(plan, outcome, true)
-      decision = caller.delivered(plan, made, this.observed, this.startedAt)
-    } catch (error) {
-      this.reject(error)
-      return
-    } finally {
-      caller.decisionEnded()
-    }
-    this.resolve(decision)
-  }
-
-  late(result: StoreResult): void {
-    this.caller.lateAnswer(this.plan, result)
-  }
-}
-
-class PendingReset implements WaitHandler<void> {
-  constructor(
-    private readonly caller: StoreCaller,
-    private readonly resolve: () => void,
-    private readonly reject: (error: unknown) => void,
-  ) {}
-
-  answered(): void {
-    this.caller.callEnded()
-    try {
-      this.caller.resetAnswered()
-    } catch (error) {
-      this.reject(error)
-      return
-    }
-    this.resolve()
-  }
-
-  failed(cause: unknown): void {
-    this.caller.callEnded()
-    try {
-      this.reject(this.caller.reported(cause, true))
-    } catch (listenerError) {
-      // A 'store-error' listener threw: that error is the caller's to see.
-      this.reject(listenerError)
-    }
-  }
-}
-
-/** A decision queued for room in the backlog. */
-interface QueuedDecision {
-  plan: DecisionPlan
-  resolve: (decision: Decision) => void
-  reject: (error: unknown) => void
-  observed: number
 }
