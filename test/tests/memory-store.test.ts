@@ -13,12 +13,12 @@ import { collectedHeapUsed } from '../../packages/core/test/heap-fixtures.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
-interface Home {
+interface RuleStates {
   readonly rule: string
   readonly algorithm: string
-  readonly other: Home | undefined
-  readonly entries: Map<string, { state: unknown; expiresAt: number; held: boolean }>
-  readonly digests: Map<string, { state: unknown; expiresAt: number; held: boolean }>
+  readonly other: RuleStates | undefined
+  readonly entries: Map<string, { state: unknown; expiresAt: number; stored: boolean }>
+  readonly digests: Map<string, { state: unknown; expiresAt: number; stored: boolean }>
 }
 
 runStoreConformance('MemoryStore', async () => {
@@ -29,20 +29,23 @@ runStoreConformance('MemoryStore', async () => {
       return current
     },
     keys: async () => current?.ttls() ?? [],
-    // The store keeps its state to itself (homes by rule, each with its entries by identifier and
+    // The store keeps its state to itself (states by rule, each with its entries by identifier and
     // by digest); the suite compares it whole, before and after.
     snapshot: async () => {
-      const homes = (current as unknown as { homes: Map<string, Home> } | undefined)?.homes
+      const byRule = (current as unknown as { statesByRule: Map<string, RuleStates> } | undefined)?.statesByRule
       const snapshot: Record<string, string> = {}
-      for (const first of homes?.values() ?? []) {
-        for (let home: Home | undefined = first; home !== undefined; home = home.other) {
+      for (const first of byRule?.values() ?? []) {
+        for (let states: RuleStates | undefined = first; states !== undefined; states = states.other) {
           for (const [map, tag] of [
-            [home.entries, ''],
-            [home.digests, '#'],
+            [states.entries, ''],
+            [states.digests, '#'],
           ] as const) {
             for (const [key, entry] of map) {
-              if (entry.held)
-                snapshot[`${home.rule}:${home.algorithm}:${tag}${key}`] = JSON.stringify([entry.state, entry.expiresAt])
+              if (entry.stored)
+                snapshot[`${states.rule}:${states.algorithm}:${tag}${key}`] = JSON.stringify([
+                  entry.state,
+                  entry.expiresAt,
+                ])
             }
           }
         }

@@ -44,7 +44,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   private readonly mode: HybridMode
   private readonly rounds: SyncRounds
   /** Keys read on each sync, and who hears their values. */
-  private readonly riders = new Map<string, Set<(value: string | null) => void>>()
+  private readonly readsEachSync = new Map<string, Set<(value: string | null) => void>>()
   private readonly resetKeys: ReturnType<typeof keysReset>
   private syncing: Promise<SyncReport> | undefined
   private timer: NodeJS.Timeout | undefined
@@ -63,7 +63,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
           syncNow: () => this.syncNow(),
           closed: () => this.closed,
         })
-    this.rounds = new SyncRounds(this.link, this.config, this.mode, this.outage, this.riders)
+    this.rounds = new SyncRounds(this.link, this.config, this.mode, this.outage, this.readsEachSync)
     this.supportedAlgorithms = this.mode.algorithms
     const { mode } = this
     this.evaluateSync = (request) => mode.decide(request)
@@ -118,15 +118,15 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   }
 
   readOnEachSync(key: string, onValue: (value: string | null) => void): () => void {
-    let hearing = this.riders.get(key)
+    let hearing = this.readsEachSync.get(key)
     if (hearing === undefined) {
       hearing = new Set()
-      this.riders.set(key, hearing)
+      this.readsEachSync.set(key, hearing)
     }
     hearing.add(onValue)
     return () => {
       hearing.delete(onValue)
-      if (hearing.size === 0) this.riders.delete(key)
+      if (hearing.size === 0) this.readsEachSync.delete(key)
     }
   }
 

@@ -75,13 +75,13 @@ export class OutageTable {
   private readonly shares = new WeakMap<readonly Window[], readonly Window[]>()
   private readonly table: StateTable = {
     get: (key, now) => {
-      const held = this.states.get(key)
-      if (held === undefined) return undefined
-      if (held.expiresAt <= now) {
+      const kept = this.states.get(key)
+      if (kept === undefined) return undefined
+      if (kept.expiresAt <= now) {
         this.states.delete(key)
         return undefined
       }
-      return held.state
+      return kept.state
     },
     set: (key, state, expiresAt) => {
       if (this.states.size >= this.maxKeys && !this.states.has(key)) this.evictOne(expiresAt)
@@ -110,9 +110,9 @@ export class OutageTable {
   private evictOne(now: number): void {
     let looked = 0
     let oldest: string | undefined
-    for (const [key, held] of this.states) {
+    for (const [key, kept] of this.states) {
       oldest ??= key
-      if (held.expiresAt <= now) {
+      if (kept.expiresAt <= now) {
         this.states.delete(key)
         return
       }

@@ -26,7 +26,7 @@ export class SyncRounds {
     private readonly mode: HybridMode,
     private readonly outage: Outage,
     /** Keys read on each sync, and who hears their values. */
-    private readonly riders: ReadonlyMap<string, ReadonlySet<(value: string | null) => void>>,
+    private readonly readsEachSync: ReadonlyMap<string, ReadonlySet<(value: string | null) => void>>,
   ) {}
 
   /** Pushes and pulls what waits, and says how it went; never rejects. */
@@ -65,7 +65,7 @@ export class SyncRounds {
       batch.names ? chunksOf(batch.names, link.cluster) : rangesOf(batch.size)
     ).map((indices, i) => ({ indices, heartbeat: i === 0 && !link.cluster }))
     if (link.cluster || calls.length === 0) calls.unshift({ indices: [], heartbeat: true })
-    this.readRiders()
+    this.readEachSyncKeys()
     const firstKeys = calls.map((call) =>
       call.indices.length > 0 ? batch.nameOf(call.indices[0] as number) : link.heartbeatKey,
     )
@@ -129,9 +129,9 @@ export class SyncRounds {
   }
 
   /** Keys read on each sync: written with the chunks, so answered in the same round trip; a failure is the sync's to report. */
-  private readRiders(): void {
+  private readEachSyncKeys(): void {
     const client = this.config.client as unknown as { get(key: string): Promise<string | null> }
-    for (const [key, hearing] of this.riders) {
+    for (const [key, hearing] of this.readsEachSync) {
       client.get(key).then(
         (value) => {
           for (const onValue of hearing) onValue(value)

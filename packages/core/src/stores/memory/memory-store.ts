@@ -41,7 +41,7 @@ export interface MemoryStoreOptions {
 }
 
 /** The states of one rule and algorithm. */
-class Home {
+class RuleStates {
   /** By identifier, for identifiers of at most MAX_RAW_PART_LENGTH characters. */
   readonly entries = new Map<string, Entry>()
   /**
@@ -53,11 +53,11 @@ class Home {
   constructor(
     readonly rule: string,
     readonly algorithm: AlgorithmName,
-    /** The home of a rule of the same name and another algorithm: limiters sharing the store may hold both. */
-    readonly other: Home | undefined,
+    /** The states of a rule of the same name and another algorithm: limiters sharing the store may hold both. */
+    readonly other: RuleStates | undefined,
   ) {}
 
-  /** The identifier's entry: the one held, or a new one not held yet. */
+  /** The identifier's entry: the one stored, or a new one not stored yet. */
   entryOf(identifier: string): Entry {
     if (identifier.length <= MAX_RAW_PART_LENGTH) {
       return this.entries.get(identifier) ?? new Entry(this.entries, identifier)
@@ -70,7 +70,7 @@ class Home {
 /**
  * One state, and the StateTable key a decision reads and writes it by: found once per target,
  * it spares the decision building its Redis-layout key string and hashing it again (bench/README.md).
- * A target with no state gets an entry that is not `held`; writing a state to it adds it.
+ * A target with no state gets an entry that is not `stored`; writing a state to it adds it.
  */
 class Entry implements RingEntry<Entry> {
   // Declared, not defined: the constructor alone gives V8 the fields' order and kinds, so that
@@ -79,10 +79,10 @@ class Entry implements RingEntry<Entry> {
   declare state: unknown
   declare expiresAt: number
   declare used: boolean
-  declare held: boolean
+  declare stored: boolean
   declare prev: Entry
   declare next: Entry
-  /** The Map that holds the entry while it is held, and its key there. */
+  /** The Map that holds the entry while it is stored, and its key there. */
   declare readonly map: Map<string, Entry>
   declare readonly name: string
 
@@ -90,7 +90,7 @@ class Entry implements RingEntry<Entry> {
     this.state = undefined
     this.expiresAt = 0
     this.used = false
-    this.held = false
+    this.stored = false
     this.prev = this
     this.next = this
     this.map = map
@@ -106,7 +106,7 @@ export const SWEEP_SLICE = 10_000
 /** The embedded, in-process store: the default when no store is given. One process only. */
 export class MemoryStore implements Store {
   /** By rule name. */
-  private readonly homes = new Map<string, Home>()
+  private readonly statesByRule = new Map<string, RuleStates>()
   private readonly ring = new EvictionRing<Entry>()
   private readonly clock: Clock
   private readonly maxKeys: number
@@ -119,16 +119,16 @@ export class MemoryStore implements Store {
    * another begins) rather than allocated for each; evaluateLocally reads as many as it has targets.
    */
   private entries: Entry[] = []
-  /** The home the last target was found in (homeOf). */
-  private lastHome: Home | undefined
+  /** The states the last target was found in (statesOf). */
+  private lastStates: RuleStates | undefined
 
   private readonly table: StateTable<Entry> = {
     get: (entry, now) => {
-      // An expired state reads as none but stays held until it is written again, swept or
+      // An expired state reads as none but stays stored until it is written again, swept or
       // evicted: dropping it here and adding it back when the decision writes would cost two
       // hash table updates, and a bucket that is nearly full is full again, expired, within
       // milliseconds (bench/README.md).
-      if (!entry.held || entry.expiresAt <= now) return undefined
+      if (!entry.stored || entry.expiresAt <= now) return undefined
       // Every decision that finds a state uses it, refused ones and peeks included: an
       // identifier kept refused must be the last to be forgotten, or flooding the store with
       // other identifiers would hand it a fresh quota.
@@ -144,25 +144,25 @@ export class MemoryStore implements Store {
         for (let i = 0; i < state.length; i++) kept[i] = state[i]
       } else entry.state = state
       entry.expiresAt = expiresAt
-      if (entry.held) {
+      if (entry.stored) {
         entry.used = true
         return
       }
       // Another target's write may have evicted this entry since the decision found it.
       entry.used = false
-      entry.held = true
+      entry.stored = true
       entry.map.set(entry.name, entry)
       if (this.ring.size < this.maxKeys) {
         this.ring.add(entry)
         return
       }
       const victim = this.ring.replaceUnused(entry)
-      victim.held = false
+      victim.stored = false
       victim.map.delete(victim.name)
       this.evicted++
     },
     delete: (entry) => {
-      if (entry.held) this.drop(entry)
+      if (entry.stored) this.drop(entry)
     },
   }
 
@@ -197,7 +197,7 @@ export class MemoryStore implements Store {
     }
   }
 
-  /** States currently held, expired or not. */
+  /** States currently stored, expired or not. */
   get size(): number {
     return this.ring.size
   }
@@ -225,15 +225,15 @@ export class MemoryStore implements Store {
     }
     for (let t = 0; t < targets.length; t++) {
       const { rule, algorithm, identifier } = targets[t] as StoreTarget
-      entries[t] = this.homeOf(rule, algorithm).entryOf(identifier)
+      entries[t] = this.statesOf(rule, algorithm).entryOf(identifier)
     }
     return evaluateLocally(this.table, entries, request, now)
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {
     for (const { rule, algorithm, identifier } of targets) {
-      const entry = this.homeOf(rule, algorithm).entryOf(identifier)
-      if (entry.held) this.drop(entry)
+      const entry = this.statesOf(rule, algorithm).entryOf(identifier)
+      if (entry.stored) this.drop(entry)
     }
     return Promise.resolve()
   }
@@ -253,15 +253,15 @@ export class MemoryStore implements Store {
     const now = this.clock()
     const keys = new KeyBuilder('')
     const ttls: Array<{ key: string; ttlMs: number }> = []
-    for (const first of this.homes.values()) {
-      for (let home: Home | undefined = first; home !== undefined; home = home.other) {
-        for (const [identifier, entry] of home.entries) {
+    for (const first of this.statesByRule.values()) {
+      for (let states: RuleStates | undefined = first; states !== undefined; states = states.other) {
+        for (const [identifier, entry] of states.entries) {
           if (entry.expiresAt > now)
-            ttls.push({ key: keys.key(home.rule, home.algorithm, identifier), ttlMs: entry.expiresAt - now })
+            ttls.push({ key: keys.key(states.rule, states.algorithm, identifier), ttlMs: entry.expiresAt - now })
         }
-        for (const [part, entry] of home.digests) {
+        for (const [part, entry] of states.digests) {
           if (entry.expiresAt > now)
-            ttls.push({ key: keys.keyOfPart(home.rule, home.algorithm, part), ttlMs: entry.expiresAt - now })
+            ttls.push({ key: keys.keyOfPart(states.rule, states.algorithm, part), ttlMs: entry.expiresAt - now })
         }
       }
     }
@@ -271,31 +271,31 @@ export class MemoryStore implements Store {
   close(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
     this.stopSweeping()
-    this.homes.clear()
-    this.lastHome = undefined
+    this.statesByRule.clear()
+    this.lastStates = undefined
     this.ring.clear()
     this.entries = []
     return Promise.resolve()
   }
 
-  private homeOf(rule: string, algorithm: AlgorithmName): Home {
+  private statesOf(rule: string, algorithm: AlgorithmName): RuleStates {
     // Decisions of one rule follow one another: its name is the same string each time, so the
-    // last home is found by two comparisons of references rather than a lookup by hash.
-    const last = this.lastHome
+    // last states is found by two comparisons of references rather than a lookup by hash.
+    const last = this.lastStates
     if (last !== undefined && last.rule === rule && last.algorithm === algorithm) return last
-    const found = this.findHome(rule, algorithm)
-    this.lastHome = found
+    const found = this.findStates(rule, algorithm)
+    this.lastStates = found
     return found
   }
 
-  private findHome(rule: string, algorithm: AlgorithmName): Home {
-    const first = this.homes.get(rule)
-    for (let home = first; home !== undefined; home = home.other) {
-      if (home.algorithm === algorithm) return home
+  private findStates(rule: string, algorithm: AlgorithmName): RuleStates {
+    const first = this.statesByRule.get(rule)
+    for (let states = first; states !== undefined; states = states.other) {
+      if (states.algorithm === algorithm) return states
     }
-    const home = new Home(rule, algorithm, first)
-    this.homes.set(rule, home)
-    return home
+    const states = new RuleStates(rule, algorithm, first)
+    this.statesByRule.set(rule, states)
+    return states
   }
 
   private startSweeping(): void {
@@ -326,7 +326,7 @@ export class MemoryStore implements Store {
   }
 
   private drop(entry: Entry): void {
-    entry.held = false
+    entry.stored = false
     entry.map.delete(entry.name)
     this.ring.remove(entry)
   }
