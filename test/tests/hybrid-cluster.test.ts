@@ -160,7 +160,7 @@ describe('HybridStore on a Redis Cluster', () => {
         expect(refused).toMatchObject({ allowed: false, reason: 'limited' })
         // A key whose master is silent follows the outage policy.
         const local = await hybrid.consume('r', unseen)
-        expect(local.reason).toBe('degraded-local')
+        expect(local.reason).toBe('local-fallback')
         expect(store.stats().mode).toBe('degraded')
       } finally {
         down?.kill('SIGCONT')

@@ -23,7 +23,7 @@ describe('HybridStore through an outage', () => {
     await server?.stop()
   })
 
-  function fleet(policy: 'local-share' | 'local-full' | 'allow' | 'deny', prefix: string) {
+  function fleet(policy: 'local-share' | 'local' | 'local-full' | 'allow' | 'deny', prefix: string) {
     const clock = new ManualClock(T0)
     const warnings: string[] = []
     const stores = [0, 1, 2].map(
@@ -71,9 +71,9 @@ describe('HybridStore through an outage', () => {
     clock.advance(3_001)
     expect(a.stats().mode).toBe('degraded')
     const during = await consumeAll(limiter, 12)
-    expect(during).toEqual([...Array(10).fill('degraded-local'), 'degraded-local', 'degraded-local'])
+    expect(during).toEqual(Array(12).fill('local-fallback'))
     const last = await limiter.consume('r', 'ip:9')
-    expect(last).toMatchObject({ allowed: false, reason: 'degraded-local' })
+    expect(last).toMatchObject({ allowed: false, reason: 'local-fallback' })
     expect(last.error?.message).toMatch(/no sync has reached Redis for 3001 ms/)
     expect(warnings).toEqual(['TG_HYBRID_DEGRADED'])
 
@@ -90,7 +90,9 @@ describe('HybridStore through an outage', () => {
   }, 30_000)
 
   it.each([
-    ['local-full', 'degraded-local', 30],
+    ['local', 'local-fallback', 30],
+    // Its former name, still taken.
+    ['local-full', 'local-fallback', 30],
     ['allow', 'store-error-allowed', 40],
     ['deny', 'store-error-denied', 0],
   ] as const)(
@@ -134,7 +136,7 @@ describe('HybridStore through an outage met by a flood of identifiers', () => {
       autoSync: false,
       maxTrackedKeys: 1_000,
       syncTimeoutMs: 50,
-      outage: { policy: 'local-full', afterMs: 1_000 },
+      outage: { policy: 'local', afterMs: 1_000 },
       onWarning: () => {},
     })
     const limiter = createLimiter({
@@ -146,7 +148,7 @@ describe('HybridStore through an outage met by a flood of identifiers', () => {
     clock.advance(1_001)
     for (let i = 0; i < 20_000; i++) {
       const decision = await limiter.consume('r', `ip:10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)
-      expect(decision.reason).toBe('degraded-local')
+      expect(decision.reason).toBe('local-fallback')
     }
     // 1,000 it decides and syncs, and 1,000 counts of the outage's own.
     expect(store.stats().trackedKeys).toBe(2_000)

@@ -40,8 +40,9 @@ export interface LimiterOptions<Rules extends RulesOptions | LiveRules = RulesOp
   /**
    * What `consume` and `peek` answer when the store fails or does not answer within
    * `storeTimeoutMs`: `'allow'` (fail open, reason `store-error-allowed`), `'deny'` (fail
-   * closed, reason `store-error-denied`) or `'local'` (decide on an in-process store with the
-   * same rules, reason `local-fallback`). Never an exception to the caller. Overridable per rule
+   * closed, reason `store-error-denied`) or `'local'` (count in this process alone against the
+   * same rules until the store is back, reason `local-fallback`; the table a HybridStore's
+   * outage policy counts on, bounded to 1,000,000 keys). Never an exception to the caller. Overridable per rule
    * and per call. Under `'allow'`, unless something listens to the limiter's `store-error`
    * events, the first decision to fail open warns (`TG_STORE_FAILING_OPEN`), and so does the
    * store's next answer (`TG_STORE_RECOVERED`).

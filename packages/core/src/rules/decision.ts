@@ -11,11 +11,12 @@ import type { TollgateError } from '../support/errors.js'
  * - `store-error-allowed`: the store failed or did not answer in time and the policy is
  *   `'allow'` (fail open); `windows` is empty, `error` says what happened.
  * - `store-error-denied`: the same with the policy `'deny'` (fail closed).
- * - `local-fallback`: the same with the policy `'local'`: decided on an in-process store with the
- *   same rules; `allowed` and `windows` are that store's answer, `error` the store's failure.
- * - `degraded-local`: a HybridStore whose syncs stopped reaching Redis decided on this process's
- *   own count against its outage policy's limits (`'local-share'`, `'local-full'`); `error` says
- *   since when.
+ * - `local-fallback`: the same with a `'local'` policy: decided on this process's own count from
+ *   the failure on, `allowed` and `windows` that count's answer, `error` the store's failure. The
+ *   limiter's `onStoreError: 'local'` counts against the whole limit; a HybridStore's outage
+ *   policies `'local'` and `'local-share'` against the whole limit or this process's share.
+ * - `degraded-local`: deprecated, no longer given: a HybridStore's local outage policies answered
+ *   with it; they answer `local-fallback`, as every store's failure does.
  * - `overloaded`: refused without asking the store, because the limiter already had its
  *   `backlog.max` decisions waiting for it (`backlog.whenFull: 'refuse'`); `windows` is empty.
  */
@@ -27,6 +28,7 @@ export type DecisionReason =
   | 'store-error-allowed'
   | 'store-error-denied'
   | 'local-fallback'
+  /** @deprecated no longer given: a HybridStore's local outage decisions are `local-fallback`. */
   | 'degraded-local'
   | 'overloaded'
 
@@ -67,6 +69,6 @@ export interface Decision {
   nowMs: number
   /** Every window of the rule and its parents, for every identifier: rule order, then identifier order, then window order. Empty when the store failed. */
   windows: WindowState[]
-  /** For `store-error-*`, `local-fallback` and `degraded-local` reasons: the store's failure (code `TG_STORE`), its original error as `cause`. */
+  /** For `store-error-*` and `local-fallback` reasons: the store's failure (code `TG_STORE`), its original error as `cause`. */
   error?: TollgateError
 }

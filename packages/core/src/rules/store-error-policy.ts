@@ -4,8 +4,9 @@ import type { Decision } from './decision.js'
 /**
  * What a decision answers when the store fails or does not answer within its bound:
  * `'allow'` lets the request through (fail open), `'deny'` refuses it (fail closed), `'local'`
- * decides on an in-process store with the same rules until the store is back (each process then
- * counts on its own, so N processes admit up to N times the limit meanwhile).
+ * counts in the process alone with the same rules until the store is back (each process then
+ * counts on its own, so N processes admit up to N times the limit meanwhile). A HybridStore's
+ * outage policy speaks the same words, and adds `'local-share'` (each process its share).
  */
 export type StoreErrorPolicy = 'allow' | 'deny' | 'local'
 

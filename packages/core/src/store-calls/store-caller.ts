@@ -1,9 +1,10 @@
 import type { EventEmitter } from 'node:events'
 import type { RuleRejection, RulesChange } from '../live-rules/source.js'
 import type { Decision } from '../rules/decision.js'
+import { KeyBuilder } from '../rules/keys.js'
 import type { WarningHandler } from '../rules/rules.js'
 import { storeFailureDecision } from '../rules/store-error-policy.js'
-import { MemoryStore } from '../stores/memory/memory-store.js'
+import { LocalCounts } from '../stores/shared/local-counts.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from '../stores/store.js'
 import { TollgateError } from '../support/errors.js'
 import { type BreakerChange, type BreakerSettings, CircuitBreaker } from './circuit-breaker.js'
@@ -52,8 +53,8 @@ export class StoreCaller implements CallSettler {
   private overloadWarned = false
   private drained: (() => void) | undefined
   private closed: Promise<void> | undefined
-  /** The in-process store of the `'local'` policy, from the first failure until the breaker closes. */
-  private localStore: MemoryStore | undefined
+  /** What the `'local'` policy counts in this process, from the first failure until the breaker closes. */
+  private localCounts: LocalCounts | undefined
 
   constructor(
     private readonly store: Store,
@@ -64,7 +65,7 @@ export class StoreCaller implements CallSettler {
   ) {
     this.breaker = new CircuitBreaker(breaker, (change) => {
       // Back on the shared store: counts made alone during the outage no longer apply.
-      if (change.state === 'closed') this.dropLocalStore()
+      if (change.state === 'closed') this.dropLocalCounts()
       events.emit('breaker', change)
     })
     this.notice = new FailOpenNotice(warn, () => events.listenerCount('store-error') > 0)
@@ -208,7 +209,7 @@ export class StoreCaller implements CallSettler {
       this.drained = resolve
       if (this.inFlight === 0) resolve()
     }).then(async () => {
-      this.dropLocalStore()
+      this.dropLocalCounts()
       await this.store.close()
     })
     return this.closed
@@ -301,7 +302,7 @@ export class StoreCaller implements CallSettler {
   ): Decision {
     if (outage.policy !== 'local') return storeFailureDecision(plan.rule.name, plan.cost, outage.policy, outage.error)
     const decision = decisionOf(plan, result)
-    if (decision.reason !== 'dry-run') decision.reason = 'degraded-local'
+    if (decision.reason !== 'dry-run') decision.reason = 'local-fallback'
     decision.error = outage.error
     return decision
   }
@@ -310,8 +311,8 @@ export class StoreCaller implements CallSettler {
     if (plan.request.operation === 'refund') throw error
     const { policy } = plan
     if (policy === 'local') {
-      this.localStore ??= new MemoryStore()
-      return fallbackDecisionOf(plan, this.localStore.evaluateSync(plan.request), error)
+      this.localCounts ??= new LocalCounts(1, LOCAL_KEYS)
+      return fallbackDecisionOf(plan, this.localCounts.evaluateTargets(plan.request, localKeyOf, Date.now()), error)
     }
     if (policy === 'allow' && isStoreDown(error)) this.notice.decidedWithoutStore(error)
     return storeFailureDecision(plan.rule.name, plan.cost, policy, error)
@@ -322,8 +323,12 @@ export class StoreCaller implements CallSettler {
     return asStoreError(open, this.recentError?.())
   }
 
-  private dropLocalStore(): void {
-    void this.localStore?.close()
-    this.localStore = undefined
+  private dropLocalCounts(): void {
+    this.localCounts = undefined
   }
 }
+
+/** The most keys the `'local'` policy counts, as many as a MemoryStore holds by default. */
+const LOCAL_KEYS = 1_000_000
+const localKeys = new KeyBuilder('')
+const localKeyOf = (target: StoreTarget): string => localKeys.key(target.rule, target.algorithm, target.identifier)

@@ -52,8 +52,8 @@ export interface StoreResult {
   revert?: () => Promise<void>
   /**
    * Set by a store that decided without its shared state (a HybridStore whose syncs stopped
-   * reaching Redis): `'local'` when it decided on this process's share of the limits (the
-   * decision's reason is then `'degraded-local'`), `'allow'` or `'deny'` when its policy lets
+   * reaching Redis): `'local'` when it decided on this process's own count (the
+   * decision's reason is then `'local-fallback'`), `'allow'` or `'deny'` when its policy lets
    * every request through or refuses it (reasons `store-error-allowed` / `store-error-denied`;
    * `windows` is then empty). `error` says why.
    */

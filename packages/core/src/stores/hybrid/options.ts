@@ -10,15 +10,20 @@ import { MAX_TIMER_MS } from '../../support/timer-delay.js'
 import type { RedisClientLike } from '../shared/redis-client.js'
 
 /**
- * What a HybridStore decides with once Redis has not answered a sync for `outage.afterMs`:
+ * What a HybridStore decides with once Redis has not answered a sync for `outage.afterMs`, in the
+ * words of the limiter's `onStoreError`, with the reasons it gives:
  * - `'local-share'`: each process admits ⌈limit ÷ live processes⌉ per window on its own, the
- *   processes counted in Redis as those that synced within the last three intervals;
- * - `'local-full'`: each process admits the whole limit on its own;
- * - `'allow'` / `'deny'`: every request passes / is refused, as the limiter's `onStoreError`.
+ *   processes counted in Redis as those that synced within the last three intervals (reason
+ *   `local-fallback`);
+ * - `'local'`: each process admits the whole limit on its own (reason `local-fallback`);
+ *   `'local-full'` is its former name, still taken (deprecated);
+ * - `'allow'` / `'deny'`: every request passes / is refused (reasons `store-error-allowed`,
+ *   `store-error-denied`).
  */
-export type OutagePolicy = 'local-share' | 'local-full' | 'allow' | 'deny'
+export type OutagePolicy = 'local-share' | 'local' | 'allow' | 'deny' | 'local-full'
 
-export const OUTAGE_POLICIES: readonly OutagePolicy[] = ['local-share', 'local-full', 'allow', 'deny']
+/** The policies' names as they are told (`'local-full'`, deprecated, is taken as `'local'`). */
+export const OUTAGE_POLICIES: readonly OutagePolicy[] = ['local-share', 'local', 'allow', 'deny']
 
 export interface HybridOutageOptions {
   /** @default 'local-share' */
@@ -164,7 +169,7 @@ export interface HybridConfig {
   readonly syncIntervalMs: number
   readonly autoSync: boolean
   readonly clock: Clock | undefined
-  readonly outagePolicy: OutagePolicy
+  readonly outagePolicy: Exclude<OutagePolicy, 'local-full'>
   readonly outageAfterMs: number
   readonly maxTrackedKeys: number
   readonly extrapolate: boolean
@@ -195,7 +200,8 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
   const outage = checkOptionsObject(raw.outage ?? {}, OUTAGE_KEYS, 'HybridStore option outage', {
     shape: '{ policy, afterMs }',
   })
-  const outagePolicy = outage.policy ?? 'local-share'
+  const given = outage.policy ?? 'local-share'
+  const outagePolicy = given === 'local-full' ? 'local' : given
   if (!OUTAGE_POLICIES.includes(outagePolicy as OutagePolicy)) {
     throw new TollgateConfigError(
       `HybridStore option outage.policy must be ${OUTAGE_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describeValue(outagePolicy)}`,
@@ -255,7 +261,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
     syncIntervalMs,
     autoSync,
     clock: clock as Clock | undefined,
-    outagePolicy: outagePolicy as OutagePolicy,
+    outagePolicy: outagePolicy as Exclude<OutagePolicy, 'local-full'>,
     outageAfterMs: outageAfterMs as number,
     maxTrackedKeys,
     extrapolate,
