@@ -400,6 +400,38 @@ describe('HybridStore, strict mode: decisions', () => {
     await limiter.close()
   })
 
+  it('sheds on its slices as a RedisStore sheds: the same decisions, retry times and windows', async () => {
+    const clock = new ManualClock(T0)
+    const prefix = `strict-shed${prefixes++}:`
+    const rules = {
+      r: { algorithm: 'sliding-window', windows: [{ limit: 10, period: '1m', lowBurst: 4 }] },
+    } as const
+    // A draw of 0 sheds every request that leaves its window above lowBurst.
+    const options = { rules, random: () => 0, onWarning: () => {} }
+    const store = new HybridStore({ client, prefix, clock: clock.now, autoSync: false, consistency: 'strict' })
+    const strict = createLimiter({ ...options, store })
+    const redis = createLimiter({
+      ...options,
+      store: new RedisStore({ client, prefix: `${prefix}r:`, clock: clock.now }),
+    })
+    const seen = async (limiter: typeof strict, identifier: string) => {
+      const decisions = []
+      for (let i = 0; i < 7; i++) {
+        const { reason, retryAfterMs, windows } = await limiter.consume('r', identifier)
+        decisions.push({ reason, retryAfterMs, remaining: windows[0]?.remaining, failed: windows[0]?.failed })
+        clock.advance(1_000)
+      }
+      return decisions
+    }
+    const fromSlices = await seen(strict, 'ip:1')
+    clock.set(T0)
+    const fromRedis = await seen(redis, 'ip:1')
+    expect(fromSlices.map((d) => d.reason)).toEqual([...Array(4).fill('ok'), 'shed', 'shed', 'shed'])
+    expect(fromSlices).toEqual(fromRedis)
+    expect(fromSlices[4]?.retryAfterMs).toBeGreaterThan(0)
+    await Promise.all([strict.close(), redis.close()])
+  })
+
   const hundred = { r: { algorithm: 'fixed-window', windows: [{ limit: 100, period: '1h' }] } } as const
 
   /** Limiters on one prefix: `holding`, each a strict store holding slices of 20, and `other`, a RedisStore. */

@@ -1,6 +1,5 @@
-import type { Algorithm } from '../../algorithms/algorithm.js'
+import { type Algorithm, LIMITED, SHEDS } from '../../algorithms/algorithm.js'
 import { algorithms } from '../../algorithms/index.js'
-import { shedRetryAt, sheds } from '../../algorithms/shedding.js'
 import type { KeyBuilder } from '../../rules/keys.js'
 import type { Window } from '../../rules/rules.js'
 import { type CounterAlgorithm, decodeCounterState, toModelState } from '../shared/redis-state.js'
@@ -243,7 +242,7 @@ export class LeaseBook {
    * slices, or are given back to Redis; peeks answer from what the process last saw.
    */
   decide(request: StoreRequest, leases: readonly Lease[], now: number, margin: number): StoreResult | undefined {
-    const { operation, cost } = request
+    const { operation, cost, random } = request
     for (const lease of leases) this.expire(lease, now, margin)
     if (operation === 'refund') return this.refund(leases, cost, now)
     let covered = true
@@ -256,36 +255,40 @@ export class LeaseBook {
       }
     }
     if (!covered && !exhausted && operation === 'consume') return undefined
-    let allowed = covered || (operation === 'peek' && !exhausted && this.fitsLocally(leases, now, cost))
-    const { random } = request
-    let shed = false
-    if (allowed && random !== undefined) {
-      shed = leases.some((lease) =>
-        lease.target.windows.some((w) => sheds(lease.model, lease.state, w, now, cost, random)),
-      )
-      if (shed) allowed = false
-    }
-    if (allowed && operation === 'consume' && cost > 0) {
-      for (const lease of leases) {
-        const { model, target } = lease
-        lease.slice -= cost
-        lease.state = model.charge(lease.state, target.windows, now, cost)
-        lease.admitted += cost
-        this.listed.add(lease)
-      }
-    }
+    // What the process last saw, read as any decision reads its state: whether the cost fits
+    // each window (for a peek the slices do not cover), whether a window sheds it.
+    let found = 0
+    for (const lease of leases) found |= lease.model.read(lease.state, lease.target.windows, now, cost, random)
+    const fits = covered || (operation === 'peek' && !exhausted && (found & LIMITED) === 0)
+    const shed = fits && (found & SHEDS) !== 0
+    const allowed = fits && !shed
+    const charged = allowed && operation === 'consume' && cost > 0
     const windows: StoreWindowResult[] = []
     for (const lease of leases) {
-      const { model, state } = lease
-      for (const window of lease.target.windows) {
-        const answer = model.answer(state, window, now, cost)
-        if (shed && sheds(model, state, window, now, cost, random as number)) {
-          answer.fitsAtMs = shedRetryAt(model, state, window, now, cost)
-        } else if (!allowed && lease.slice < cost && lease.exhaustedUntil > now) {
+      const { model, target } = lease
+      const at = windows.length
+      lease.state = model.settle(
+        lease.state,
+        target.windows,
+        now,
+        cost,
+        charged ? 1 : 0,
+        shed ? random : undefined,
+        windows,
+        at,
+      )
+      if (charged) {
+        lease.slice -= cost
+        lease.admitted += cost
+        this.listed.add(lease)
+      } else if (!allowed && !shed && lease.slice < cost && lease.exhaustedUntil > now) {
+        // Redis had no unit left for this key: it frees no sooner than Redis said, and no more
+        // than the slice holds remains.
+        for (let i = at; i < windows.length; i++) {
+          const answer = windows[i] as StoreWindowResult
           if (answer.fitsAtMs < lease.exhaustedUntil) answer.fitsAtMs = lease.exhaustedUntil
           if (answer.remaining > lease.slice) answer.remaining = lease.slice
         }
-        windows.push(answer)
       }
     }
     if (shed) return { allowed: false, shed, nowMs: now, windows }
@@ -300,20 +303,20 @@ export class LeaseBook {
         // Units Redis still counts: back into the slice while it lasts, else given back.
         if (lease.slice > 0) lease.slice += cost
         else this.give(lease, now, cost)
-        lease.state = model.refund(lease.state, target.windows, now, cost)
         lease.admitted = Math.max(0, lease.admitted - cost)
       }
-      for (const window of target.windows) windows.push(model.answer(lease.state, window, now, cost))
+      lease.state = model.settle(
+        lease.state,
+        target.windows,
+        now,
+        cost,
+        cost > 0 ? -1 : 0,
+        undefined,
+        windows,
+        windows.length,
+      )
     }
     return { allowed: true, nowMs: now, windows }
-  }
-
-  private fitsLocally(leases: readonly Lease[], now: number, cost: number): boolean {
-    for (const lease of leases) {
-      for (const window of lease.target.windows)
-        if (lease.model.fitsAt(lease.state, window, now, cost) !== now) return false
-    }
-    return true
   }
 
   private fresh(key: string, target: StoreTarget): Lease {
