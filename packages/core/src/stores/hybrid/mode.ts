@@ -1,5 +1,6 @@
 import type { AlgorithmName } from '../../rules/rules.js'
 import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget } from '../store.js'
+import type { HybridStats } from './reports.js'
 import type { ChunkOutcome } from './sync-wire.js'
 
 /**
@@ -27,15 +28,17 @@ export interface HybridMode {
   counts(): ModeCounts
 }
 
-export interface ModeCounts {
-  trackedKeys: number
-  dirtyKeys: number
-  evictedUnsynced: number
-  leaseRoundTrips: number
-  reservedUnits: number
-  overAdmittedByRule: ReadonlyMap<string, number>
-  leaseRoundTripsByRule: ReadonlyMap<string, number>
-}
+/** The fields of `stats()` a mode counts (`trackedKeys` its own keys, the outage's counts aside). */
+export type ModeCounts = Pick<
+  HybridStats,
+  | 'trackedKeys'
+  | 'dirtyKeys'
+  | 'evictedUnsynced'
+  | 'leaseRoundTrips'
+  | 'reservedUnits'
+  | 'overAdmittedByRule'
+  | 'leaseRoundTripsByRule'
+>
 
 /** One sync's keys, and how a chunk of them goes to Redis. */
 export interface SyncBatch {
