@@ -3,7 +3,7 @@ import { defineConfig } from 'tsup'
 export default defineConfig({
   entry: ['src/bin.ts'],
   format: ['esm'],
-  sourcemap: true,
+  sourcemap: false,
   clean: true,
   target: 'node20',
 })

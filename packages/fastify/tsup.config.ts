@@ -6,7 +6,7 @@ export default defineConfig({
   // The bundler drops the entry's reference to the augmentation; scripts/ship-augmentation.mjs
   // puts the file beside the declarations once they are built.
   dts: { banner: '/// <reference path="./augmentation.d.ts" />' },
-  sourcemap: true,
+  sourcemap: false,
   clean: true,
   target: 'node20',
 })

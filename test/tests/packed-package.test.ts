@@ -187,12 +187,15 @@ describe('@tollgate/core as installed from the registry', () => {
     })
   })
 
-  it('ships dist and leaves out sources and Lua', () => {
+  // Regression: 1.5 MB of source maps, with the sources inside them, made most of a 2.4 MB
+  // package; the maps pointed at sources it does not ship, and dist reads as written.
+  it('ships dist and leaves out sources, source maps and Lua', () => {
     expect(packed.files).toEqual(
       expect.arrayContaining(['dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/index.d.cts']),
     )
     expect(packed.files.filter((file) => file.startsWith('src/'))).toEqual([])
     expect(packed.files.filter((file) => file.endsWith('.lua'))).toEqual([])
+    expect(packed.files.filter((file) => file.endsWith('.map'))).toEqual([])
   })
 
   it('gives CJS and ESM the same public API and the same decisions', async () => {
