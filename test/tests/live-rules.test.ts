@@ -544,6 +544,26 @@ describe('LiveRules publish', () => {
     await limiter.close()
   })
 
+  // Regression: a process that started after rules were published and dropped again emitted
+  // `rules` on its first read, with an empty change list: the rules read were its own defaults.
+  it('tells the rules event only of epochs that changed rules or rejected them, not of the first read', async () => {
+    const fleet = newFleet('first-read')
+    const publisher = fleet.add()
+    await publisher.publish({ api: { windows: [{ limit: 3, period: '1m' }] } })
+    await publisher.publish({ api: null })
+    const live = fleet.add()
+    const limiter = createLimiter({ rules: live, store: new MemoryStore({ sweepIntervalMs: 0 }) })
+    const changes: RulesChange[] = []
+    limiter.on('rules', (change) => changes.push(change))
+    await live.refresh()
+    expect(live.epoch).toBe(2)
+    expect(changes).toEqual([])
+    await publisher.publish({ api: { windows: [{ limit: 4, period: '1m' }] } })
+    await live.refresh()
+    expect(changes).toEqual([{ epoch: 3, changed: ['api'] }])
+    await limiter.close()
+  })
+
   it('sends a rule whose override is dropped back to its default, never to no limit', async () => {
     const fleet = newFleet('drop')
     const live = fleet.add()

@@ -153,6 +153,8 @@ function follower(
   events: EventEmitter<LimiterEvents>,
   install: (next: ActiveRules) => void,
 ): RulesFollower<{ next: ActiveRules; warnings: Array<[string, string]> }> {
+  /** Whether a rule was rejected since the last set applied: an epoch that moved over rejections alone is told. */
+  let rejected = false
   return {
     resolve(options, live) {
       // Held until the set is applied: a set that is then rejected must not have warned.
@@ -169,9 +171,13 @@ function follower(
           config.onWarning(message, code)
         }
       }
-      events.emit('rules', change)
+      // Told when rules changed, or when every change was rejected; not when the rules read (the
+      // first read at start-up, say) are the ones the limiter holds already.
+      if (change.changed.length > 0 || rejected) events.emit('rules', change)
+      rejected = false
     },
     reject(rejection) {
+      rejected = true
       events.emit('rules-rejected', rejection)
     },
   }

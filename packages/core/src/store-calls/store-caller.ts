@@ -19,8 +19,8 @@ import { StoreWait } from './store-wait.js'
 /**
  * Events a limiter emits: `breaker` on every breaker state change, `store-error` on every store
  * failure (its `storeDown` false when only that decision failed, on a broken key say). A limiter
- * on live rules also emits `rules` each time it applies a new epoch, naming the rules that
- * changed, and `rules-rejected` for each stored rule it would not apply (the rule's last good
+ * on live rules also emits `rules` each time it applies a new epoch that changed rules (or whose
+ * changes were all rejected), naming the rules that changed, and `rules-rejected` for each stored rule it would not apply (the rule's last good
  * version stays).
  */
 export interface LimiterEvents {

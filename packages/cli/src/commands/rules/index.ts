@@ -13,7 +13,9 @@ export const rules: CommandModule = {
   register(program, run) {
     const group = program
       .command('rules')
-      .description('list, check, compare, publish and roll back rules (live rules: docs/live-rules.md)')
+      .description(
+        'list, check, compare, publish and roll back rules (live rules: https://github.com/tollgate-js/tollgate/blob/main/docs/live-rules.md)',
+      )
     for (const subcommand of SUBCOMMANDS) subcommand.register(group, run)
   },
 }
