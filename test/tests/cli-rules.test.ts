@@ -121,6 +121,10 @@ describe('tollgate rules', () => {
       ['search', null],
     ])
     expect(JSON.parse((await cli('--json', 'rules', 'history', 'api.export')).stdout).versions).toEqual([])
+    // Windows as `rules list` writes them, whatever period text was published (it printed 1000/60s).
+    const told = await cli('rules', 'history')
+    expect(told.stdout).toMatch(/^.*api +default → fixed-window 1000\/1m *$/m)
+    expect(told.stdout).toMatch(/^.*search +default → gcra 20\/1s parent api.*$/m)
 
     const list = await cli('rules', 'list')
     expect(list.stdout).toMatch(/^live rules under "cli:round-trip:.*" at epoch 1 \(defaults from .*\)$/m)

@@ -1,6 +1,6 @@
-import type { Duration, RuleOptions, RulesVersion } from '@tollgate/core'
+import { type Duration, parseDuration, type RuleOptions, type RulesVersion } from '@tollgate/core'
 import type { CommandModule } from '../../command.js'
-import { isoTime } from '../../format.js'
+import { isoTime, windowText } from '../../format.js'
 import type { Session } from '../../session.js'
 
 /** `tollgate rules history --json`: the versions as `LiveRules.history` gives them, newest first. */
@@ -60,7 +60,7 @@ function optionsText(options: RuleOptions | string | null): string {
   if (options === null) return 'default'
   if (typeof options === 'string') return `(not JSON: ${options.slice(0, 40)})`
   const windows = Array.isArray(options.windows)
-    ? options.windows.map((w) => `${w.limit}/${periodText(w.period)}`).join(', ')
+    ? options.windows.map((w) => windowOf(w.limit, w.period, w.lowBurst)).join(', ')
     : '?'
   const parts = [options.algorithm ?? 'sliding-log', windows]
   if (options.parent !== undefined) parts.push(`parent ${options.parent}`)
@@ -69,6 +69,9 @@ function optionsText(options: RuleOptions | string | null): string {
   return parts.join(' ')
 }
 
-function periodText(period: Duration): string {
-  return typeof period === 'number' ? `${period}ms` : period.replace(/\s+/g, '')
+/** A window as `tollgate rules list` writes it (`1000/1m`, `~50` for one that sheds), whatever period text was published. */
+function windowOf(limit: number, period: Duration, lowBurst: number | undefined): string {
+  const periodMs = parseDuration(period)
+  if (typeof periodMs !== 'number') return `${limit}/${String(period).replace(/\s+/g, '')}`
+  return windowText(lowBurst === undefined ? { limit, periodMs } : { limit, periodMs, lowBurst })
 }
