@@ -301,10 +301,7 @@ export class StoreCaller implements CallSettler {
     outage: NonNullable<StoreResult['outage']>,
   ): Decision {
     if (outage.policy !== 'local') return storeFailureDecision(plan.rule.name, plan.cost, outage.policy, outage.error)
-    const decision = decisionOf(plan, result)
-    if (decision.reason !== 'dry-run') decision.reason = 'local-fallback'
-    decision.error = outage.error
-    return decision
+    return fallbackDecisionOf(plan, result, outage.error)
   }
 
   private decisionWithoutStore(plan: DecisionPlan, error: TollgateError): Decision {

@@ -152,8 +152,8 @@ export class ApproximateMode implements HybridMode {
       evictedUnsynced: this.pushes.evictedUnsynced,
       leaseRoundTrips: 0,
       reservedUnits: 0,
-      overAdmittedByRule: new Map(this.pushes.overAdmittedByRule),
-      leaseRoundTripsByRule: new Map(),
+      overAdmittedByRule: this.pushes.overAdmittedByRule,
+      leaseRoundTripsByRule: NONE,
     }
   }
 
@@ -313,3 +313,5 @@ export class ApproximateMode implements HybridMode {
 function sameLimits(a: readonly Window[], b: readonly Window[]): boolean {
   return a.length === b.length && a.every((window, i) => window.limit === b[i]?.limit)
 }
+
+const NONE: ReadonlyMap<string, number> = new Map()

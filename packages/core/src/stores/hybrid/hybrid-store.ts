@@ -109,7 +109,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       this.mode.forget(target)
       keys.push(key, `${key}:prev`)
     }
-    await this.resetKeys(keys, targets, this.config.clock ? String(this.link.now()) : '-')
+    await this.resetKeys(keys, targets, this.link.timeArg(this.link.now()))
     this.link.errors?.answered()
   }
 
@@ -164,8 +164,8 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       leaseRoundTrips: counts.leaseRoundTrips,
       reservedUnits: counts.reservedUnits,
       syncPeriodMs: this.rounds.periodMs,
-      overAdmittedByRule: counts.overAdmittedByRule,
-      leaseRoundTripsByRule: counts.leaseRoundTripsByRule,
+      overAdmittedByRule: new Map(counts.overAdmittedByRule),
+      leaseRoundTripsByRule: new Map(counts.leaseRoundTripsByRule),
     }
   }
 

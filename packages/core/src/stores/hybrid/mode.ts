@@ -28,7 +28,7 @@ export interface HybridMode {
   counts(): ModeCounts
 }
 
-/** The fields of `stats()` a mode counts (`trackedKeys` its own keys, the outage's counts aside). */
+/** The fields of `stats()` a mode counts (`trackedKeys` its own keys, the outage's counts aside); its maps live, copied by `stats()`. */
 export type ModeCounts = Pick<
   HybridStats,
   | 'trackedKeys'

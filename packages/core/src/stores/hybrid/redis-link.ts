@@ -81,9 +81,9 @@ export class RedisLink {
     return this.watches.of(this.cluster ? calculateSlot(key) : 0)
   }
 
-  /** A call's time for the scripts: the injected clock's ms, or '-' for the server's `TIME`. */
-  timeArg(): string {
-    return this.config.clock ? String(this.safeNow()) : '-'
+  /** A call's time for the scripts: the injected clock's ms (`at`, else now), or '-' for the server's `TIME`. */
+  timeArg(at?: number): string {
+    return this.config.clock ? String(at ?? this.safeNow()) : '-'
   }
 
   /** The store's time, or the last good sync's when its clock fails (the sync reports that failure). */
@@ -119,6 +119,13 @@ export class RedisLink {
     } finally {
       watch.heard()
     }
+  }
+
+  /** A script call on `key`'s node, sent at `sentAt` (monotonic ms), answered at the server's `serverMs`. */
+  answered(key: string, serverMs: number, sentAt: number): void {
+    this.errors?.answered()
+    this.health.answered(this.health.nodeOf(key), this.safeNow())
+    this.aligned?.measured(serverMs, sentAt, performance.now())
   }
 
   /** Asks the node serving `key` whether it holds it: an outcome of a sync that pushes nothing. */

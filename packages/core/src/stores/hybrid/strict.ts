@@ -36,14 +36,10 @@ export class StrictMode implements HybridMode {
       cluster: link.cluster,
       watches: link.watches,
       operationKey: (key) => operationKeyBeside(prefix, key),
-      timeOf: (now) => (config.clock ? String(now) : '-'),
+      timeOf: (now) => link.timeArg(now),
       instances: () => link.instances,
       instance: link.instance,
-      answered: (serverMs, sentAt, key) => {
-        link.errors?.answered()
-        link.health.answered(link.health.nodeOf(key), link.safeNow())
-        link.aligned?.measured(serverMs, sentAt, performance.now())
-      },
+      answered: (serverMs, sentAt, key) => link.answered(key, serverMs, sentAt),
     })
   }
 
@@ -126,8 +122,10 @@ export class StrictMode implements HybridMode {
       evictedUnsynced: 0,
       leaseRoundTrips: this.exchange.roundTrips,
       reservedUnits: this.book.reservedUnits(),
-      overAdmittedByRule: new Map<string, number>(),
-      leaseRoundTripsByRule: new Map(this.exchange.roundTripsByRule),
+      overAdmittedByRule: NONE,
+      leaseRoundTripsByRule: this.exchange.roundTripsByRule,
     }
   }
 }
+
+const NONE: ReadonlyMap<string, number> = new Map()

@@ -53,7 +53,7 @@ export class SyncRounds {
       report.syncPeriodMs = this.periodMs
     }
     this.lastStartAt = now
-    const batch = this.mode.batch(now, this.config.clock ? String(now) : '-', closing)
+    const batch = this.mode.batch(now, link.timeArg(now), closing)
     report.keys = batch.size
     report.pushedUnits = batch.pushedUnits
     // Alive for three periods: a process whose syncs run slow is still counted between them.
@@ -122,7 +122,7 @@ export class SyncRounds {
     if (failedNodes.size === 0) {
       link.lastGoodSyncAt = link.safeNow()
       this.outage.recovered()
-      this.mode.synced(link.safeNow())
+      this.mode.synced(link.lastGoodSyncAt)
       report.instances ??= link.instances
     }
     return this.reported(report, started)
