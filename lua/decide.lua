@@ -3,30 +3,38 @@
 -- that decision is written anywhere. Batching lets one EVALSHA carry every decision a process
 -- made in the same turn of its event loop: one write, one script call, one TIME for all of them.
 --
--- KEYS     the targets' state keys, decision after decision; a target is one rule × one
---          identifier and its key holds all the rule's windows
+-- KEYS     the targets' state keys, decision after decision, each followed by its block's key
+--          when its rule blocks; a target is one rule × one identifier and its key holds all the
+--          rule's windows
 -- ARGV     one request per decision: 'operation cost now rule|rule|…', one rule per key, or for
 --          a decision that may shed 'operation cost now * rule|rule|…' and then its random number
 --          as an argument of its own, or for a refund or undo sent once only
 --          'operation cost now ! rule|rule|…', whose first key is then its operation's key
---            operation  'consume', 'peek', 'refund', or 'undo' (take back a consume this decision
---                       charged at `now`, on the targets of one Cluster slot when another slot
---                       refused); '*' only with 'consume' or 'peek'
+--            operation  'consume', 'peek', 'refund', 'charge' (charge whether it fits or not: a
+--                       reservation settled above its estimate, the excess a debt), or 'undo'
+--                       (take back a consume this decision charged at `now`, on the targets of
+--                       one Cluster slot when another slot refused); '*' only with 'consume' or
+--                       'peek'
 --            cost       an integer ≥ 0
 --            now        milliseconds, or '-' for the server's TIME (immune to app servers' skew)
 --            rule       'code window window …' with code 'sl', 'fw', 'sw' or 'tb' and each window
---                       'limit period', or 'limit period/low_burst' for one that sheds
+--                       'limit period', or 'limit period/low_burst' for one that sheds; then, for
+--                       a target whose rule blocks, '#for after factor max' (lib/lockout.lua):
+--                       its block lives in the key beside its state's, '<key>:block', which
+--                       follows the state key in KEYS
 --            random     in [0, 1), as JavaScript prints it: a decision that fits every window is
 --                       still refused, charging nothing, when it is below a window's drop
 --                       probability (lib/shedding.lua)
---            '!'        the decision gives units back exactly once: its operation's key (in its
+--            '!'        the decision writes exactly once (a refund, undo or charge): its operation's key (in its
 --                       targets' slot) is set once it ran, and a decision that finds it set (a
 --                       client sending the command again after a lost reply) writes nothing and
 --                       answers the state as it is (lib/operation.lua)
 --          Requests of one rule in one batch send the same text, which is parsed once; the random
 --          number, which differs every time, stays out of it.
 -- Reply    one flat array, decision after decision: either now × 2 + allowed (1 or 0), then for a
---          request with a random number 1 if it was shed else 0, then per window in order
+--          request with a random number 1 if it was shed else 0, then for a request with a block
+--          1 if a block refused it (one in force, or one its refusal started) else 0, then per
+--          window in order
 --          remaining, reset_at, fits_at, with fits_at = -1 when the cost can never fit (for a
 --          window that shed the decision: when its use after the cost is at most low_burst, at
 --          least now + 1), every number an integer; or one string, the error that decision met
@@ -65,10 +73,11 @@
 --#include lib/time.lua
 --#include lib/rule_text.lua
 --#include lib/operation.lua
+--#include lib/lockout.lua
 
 local KEYS, ARGV = KEYS, ARGV
 local modules = { sl = sliding_log_module, fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module }
-local OPERATIONS = { consume = true, peek = true, refund = true, undo = true }
+local OPERATIONS = { consume = true, peek = true, refund = true, undo = true, charge = true }
 -- Decisions of one batch mostly share their rules and requests: each text is parsed once per batch.
 local read_rule = rule_reader(modules)
 local parsed_requests = {}
@@ -112,18 +121,33 @@ local function request_of(text)
   end
   local once = byte(rest) == 33
   if once then
-    if operation ~= 'refund' and operation ~= 'undo' then
-      error('an operation key only goes with refund or undo: ' .. text)
+    if operation ~= 'refund' and operation ~= 'undo' and operation ~= 'charge' then
+      error('an operation key only goes with refund, undo or charge: ' .. text)
     end
     rest = sub(rest, 3)
   end
-  local rules = {}
+  local rules, blocks = {}, nil
   for rule in string.gmatch(rest, '[^|]+') do
+    local mark = find(rule, '#', 1, true)
+    if mark then
+      blocks = blocks or {}
+      blocks[#rules + 1] = lockout_spec(sub(rule, mark + 1))
+      rule = sub(rule, 1, mark - 1)
+    end
     rules[#rules + 1] = rule_of(rule)
   end
+  -- Where each target's state key is, from the decision's first: a block's key follows its own.
   local keys, width, args = #rules, 1, 1
+  local at, key_count = {}, 0
+  for i = 1, keys do
+    at[i] = key_count
+    key_count = key_count + ((blocks and blocks[i]) and 2 or 1)
+  end
   if sheds then
     width, args = 2, 2
+  end
+  if blocks then
+    width = width + 1
   end
   for i = 1, keys do
     width = width + 3 * #rules[i].windows
@@ -134,7 +158,10 @@ local function request_of(text)
     sheds = sheds,
     once = once,
     rules = rules,
+    blocks = blocks,
     keys = keys,
+    at = at,
+    key_count = key_count,
     width = width,
     args = args,
   }
@@ -159,6 +186,48 @@ local reply, n, key, arg = {}, 0, 1, 1
 -- The request being decided: kept outside so that its failure can be answered.
 local request
 
+-- After a refusal, as in algorithms/lockout.ts's caller: a block in force (`blocked`) marks its
+-- window's fits_at with its end; otherwise each target with a block whose windows refused counts
+-- the refusal, and one that reaches `after` starts a block. Whether a block refused the decision.
+-- `locks` holds each target's block state read before, and at -i where its windows start in the reply.
+local function settle_lockouts(request, locks, first, now, blocked)
+  local rules, blocks, refused_by_block = request.rules, request.blocks, blocked
+  for i = 1, request.keys do
+    local block = blocks[i]
+    if block then
+      local windows, start, state = rules[i].windows, locks[-i], locks[i]
+      local count = #windows
+      local block_until, window = lockout_until(state, now), state and state.window or 0
+      if block_until == 0 and not blocked then
+        local failed = -1
+        for k = 1, count do
+          local fits_at = reply[start + 3 * k]
+          if fits_at < 0 or fits_at > now then
+            failed = k - 1
+            break
+          end
+        end
+        if failed >= 0 then
+          local next_state = lockout_after_refusal(state, block, windows, now, failed)
+          lockout_write(KEYS[first + request.at[i] + 1], next_state, windows, now)
+          block_until, window = lockout_until(next_state, now), failed
+          if block_until > 0 then
+            refused_by_block = true
+          end
+        end
+      end
+      if block_until > 0 then
+        local at = start + 3 * min(window, count - 1) + 3
+        local fits_at = reply[at]
+        if fits_at >= 0 and fits_at < block_until then
+          reply[at] = block_until
+        end
+      end
+    end
+  end
+  return refused_by_block
+end
+
 -- Decides ARGV[arg] onwards, each decision in the two passes above, its keys from KEYS[key] on
 -- and its reply after reply[n]; or raises from the decision that failed, with n, key and arg
 -- still at its start, for the loop below to answer it and resume after it: one pcall for the
@@ -170,8 +239,14 @@ local function decide_from_arg()
     request = nil
     request = request_of(ARGV[arg])
     local operation, cost, rules, keys, now = request.operation, request.cost, request.rules, request.keys, request.now
+    local at = request.at
     if not now then
       bad_time(request.bad_now)
+    end
+    -- A charge is a consume whose fit is not asked: its steps are a consume's.
+    local forced = operation == 'charge'
+    if forced then
+      operation = 'consume'
     end
     -- The operation's key comes first; the targets' keys from `first` on.
     local first, ran_before = key, false
@@ -182,10 +257,26 @@ local function decide_from_arg()
     local allowed, base = true, 0
     for i = 1, keys do
       local rule = rules[i]
-      if not rule.check(KEYS[first + i - 1], rule.windows, now, cost, operation, state, base) then
+      if not rule.check(KEYS[first + at[i]], rule.windows, now, cost, operation, state, base) and not forced then
         allowed = false
       end
       base = base + rule.width
+    end
+    -- A block in force refuses the decision, whatever its windows hold.
+    local blocks, locks, blocked = request.blocks, nil, false
+    if blocks and not forced and (operation == 'consume' or operation == 'peek') then
+      locks = {}
+      for i = 1, keys do
+        if blocks[i] then
+          locks[i] = lockout_read(KEYS[first + at[i] + 1])
+          if lockout_until(locks[i], now) > 0 then
+            blocked = true
+          end
+        end
+      end
+      if blocked then
+        allowed = false
+      end
     end
     local random, shed = false, false
     if request.sheds then
@@ -214,17 +305,32 @@ local function decide_from_arg()
       length = length + 1
       reply[length] = shed and 1 or 0
     end
+    local blocked_at
+    if blocks then
+      length = length + 1
+      blocked_at = length
+      reply[length] = 0
+    end
     base = 0
     for i = 1, keys do
       local rule = rules[i]
-      length = rule.finish(KEYS[first + i - 1], rule.windows, now, cost, operation, writes, state, base, reply, length, shed)
+      if locks then
+        -- Where the target's windows start in the reply: a block marks one of them.
+        locks[-i] = length
+      end
+      length = rule.finish(KEYS[first + at[i]], rule.windows, now, cost, operation, writes, state, base, reply, length, shed)
       base = base + rule.width
+    end
+    if locks and not allowed and not shed and (blocked or operation == 'consume') then
+      if settle_lockouts(request, locks, first, now, blocked) then
+        reply[blocked_at] = 1
+      end
     end
     -- Set once it ran: a decision that failed on a key wrote nothing, and may be sent again.
     if request.once and not ran_before then
       operation_done(KEYS[key])
     end
-    n, key, arg = length, first + keys, arg + request.args
+    n, key, arg = length, first + request.key_count, arg + request.args
   end
 end
 
@@ -247,6 +353,6 @@ while true do
   for i = n + 1, n + request.width do
     reply[i] = nil
   end
-  key, arg = key + request.keys + (request.once and 1 or 0), arg + request.args
+  key, arg = key + request.key_count + (request.once and 1 or 0), arg + request.args
 end
 return reply

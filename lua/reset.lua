@@ -20,8 +20,10 @@ local marks_live = tonumber(ARGV[2])
 for i = 2, #KEYS do
   local key = KEYS[i]
   redis.call('UNLINK', key)
-  -- A fixed window's side key (':prev') goes with its key, which carries the mark.
-  if string.sub(key, -5) ~= ':prev' then
+  -- A fixed window's side key (':prev') and a block's (':block') go with their key, which
+  -- carries the mark.
+  local side = string.sub(key, -5) == ':prev' or string.sub(key, -6) == ':block'
+  if not side then
     redis.call('SET', key .. ':reset', now, 'PX', marks_live)
   end
 end

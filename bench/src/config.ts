@@ -29,6 +29,8 @@ export interface BenchConfig {
   bytes: { runs: ReadonlyArray<{ hits: number; identifiers: number }> }
   exactness: { processes: number; perProcess: number; limit: number }
   redisBenchmark: { requests: number; pipeline: number; clients: number }
+  /** As `decisions`, for each case of a rule's options on each store, at one concurrency. */
+  ruleOptions: { warmupMs: number; measureMs: number; repetitions: number; inFlight: number }
   /** Processes following live rules, publishes timed with nudges and with polling alone, seconds of decisions counted. */
   liveRules: {
     processes: number
@@ -73,6 +75,14 @@ export function configOf(quick: boolean): BenchConfig {
     },
     exactness: { processes: 4, perProcess: 1_000, limit: 1_000 },
     redisBenchmark: { requests: quick ? 50_000 : 200_000, pipeline: 16, clients: 50 },
+    // The cases differ by tens of percent, less than one repetition's drift on a shared machine:
+    // more repetitions than section 1 so that the ratio of their medians holds.
+    ruleOptions: {
+      warmupMs: quick ? 60 : 300,
+      measureMs: quick ? 120 : 500,
+      repetitions: quick ? 1 : 5,
+      inFlight: 256,
+    },
     liveRules: {
       processes: 4,
       pollIntervalMs: 1_000,
@@ -88,3 +98,5 @@ export const LIMIT_NEVER_REACHED = 1_000_000_000
 export const LIMIT_OVER = 100
 export const PERIOD_MS = 60_000
 export const IDENTIFIER_COUNT = 10_000
+/** The orgs the users of the rule-options measure belong to, user n to org n mod ORG_COUNT. */
+export const ORG_COUNT = 100

@@ -18,6 +18,7 @@ import { liveRulesUnits, measureLiveRules } from './measures/live-rules.js'
 import { measureMetricsCost, metricsCostUnits } from './measures/metrics-cost.js'
 import { measureRedisBenchmark, redisBenchmarkUnits } from './measures/redis-benchmark.js'
 import { commandUnits, measureCommands } from './measures/redis-commands.js'
+import { measureRuleOptions, ruleOptionsUnits } from './measures/rule-options.js'
 import { Progress } from './progress.js'
 import { redisVersion } from './redis-info.js'
 import { writeReport } from './report/write.js'
@@ -78,6 +79,7 @@ const units = {
   metrics: metricsCostUnits(config),
   allocation: allocationUnits(config),
   'hybrid-sync': hybridSyncUnits(config),
+  'rule-options': ruleOptionsUnits(config),
 } satisfies Record<MeasureName, number>
 const progress = new Progress([...only].reduce((sum, name) => sum + units[name], 0))
 
@@ -109,6 +111,7 @@ try {
     metrics: only.has('metrics') ? await measureMetricsCost(context) : [],
     allocation: only.has('allocation') ? await measureAllocation(context) : [],
     hybridSync: only.has('hybrid-sync') ? await measureHybridSync(context) : [],
+    ruleOptions: only.has('rule-options') ? await measureRuleOptions(context) : [],
   }
   progress.stop()
   results.finishedAt = new Date().toISOString()

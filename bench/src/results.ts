@@ -11,6 +11,7 @@ import type { LiveRulesCell } from './measures/live-rules.js'
 import type { MetricsCostCell } from './measures/metrics-cost.js'
 import type { RedisBenchmarkCell } from './measures/redis-benchmark.js'
 import type { CommandCell } from './measures/redis-commands.js'
+import type { RuleOptionsCell } from './measures/rule-options.js'
 
 export interface BenchResults {
   command: string
@@ -30,6 +31,7 @@ export interface BenchResults {
   metrics: MetricsCostCell[]
   allocation: AllocationCell[]
   hybridSync: HybridSyncCell[]
+  ruleOptions: RuleOptionsCell[]
 }
 
 export const MEASURES = [
@@ -44,6 +46,7 @@ export const MEASURES = [
   'metrics',
   'allocation',
   'hybrid-sync',
+  'rule-options',
 ] as const
 export type MeasureName = (typeof MEASURES)[number]
 
@@ -60,4 +63,5 @@ export const RESULT_KEY = {
   metrics: 'metrics',
   allocation: 'allocation',
   'hybrid-sync': 'hybridSync',
+  'rule-options': 'ruleOptions',
 } as const satisfies Record<MeasureName, keyof BenchResults>

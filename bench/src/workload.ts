@@ -1,4 +1,4 @@
-import { IDENTIFIER_COUNT } from './config.js'
+import { IDENTIFIER_COUNT, ORG_COUNT } from './config.js'
 import type { RuleShape } from './contenders/contender.js'
 
 /** `hot-over-limit`: one hot key whose limit is far below what is asked of it, so that nearly every decision refuses. */
@@ -29,6 +29,12 @@ export function identifiersOf(shape: RuleShape, spread: KeySpread): (i: number) 
     return () => hot
   }
   const table = shape === 'one-window' ? singles : pairs
+  return (i) => table[i % IDENTIFIER_COUNT] as string[]
+}
+
+/** The identifiers of the i-th decision of a user in an org: 10,000 users, user n in org n mod 100. */
+export function usersInOrgs(): (i: number) => readonly string[] {
+  const table = Array.from({ length: IDENTIFIER_COUNT }, (_, i) => [`user:${i}`, `org:${i % ORG_COUNT}`])
   return (i) => table[i % IDENTIFIER_COUNT] as string[]
 }
 

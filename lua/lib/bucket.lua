@@ -5,8 +5,10 @@
 --                stay exact: small while the bucket is nearly full, as it is for most keys, where
 --                its level would take all the digits of a large capacity (a limit in the billions)
 -- Compact: measured_at then deficit (counter_state.lua). Mirrors algorithms/bucket.ts, whose
--- level is the capacity less the deficit. The unit depends on the window's limit and period, so
--- after an edit of those a carried-over deficit is approximate; reads cap it at the capacity.
+-- level is the capacity less the deficit. A deficit past the capacity is debt (units charged over
+-- the limit: a reservation settled above it, or what a HybridStore's fleet admitted past it), which
+-- the bucket refills before it admits again; a window's limit and period are part of its state's
+-- name (state-name.ts), so no deficit is carried over an edit of them.
 -- Version 0.1.0's text layout held `period level measured_at`.
 
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
@@ -37,12 +39,9 @@ local function bucket_module()
     return measured_at, max(0, capacity - level)
   end
 
-  -- The deficit at `now`, from one measured at `measured_at` <= now; capped at the capacity
-  -- first, for a deficit carried over an edit of the window.
-  local function refilled(deficit, per_ms, capacity, measured_at, now)
-    if deficit > capacity then
-      deficit = capacity
-    end
+  -- The deficit at `now`, from one measured at `measured_at` <= now; debt past the capacity
+  -- refills as any deficit does.
+  local function refilled(deficit, per_ms, measured_at, now)
     deficit = deficit - (now - measured_at) * per_ms
     if deficit < 0 then
       return 0
@@ -84,9 +83,9 @@ local function bucket_module()
         deficit = 0
       elseif measured_at > now then
         -- Measured by a faster clock: taken as measured now, not refilled backwards.
-        deficit, moved = min(capacity, deficit), true
+        moved = true
       else
-        deficit = refilled(deficit, per_ms, capacity, measured_at, now)
+        deficit = refilled(deficit, per_ms, measured_at, now)
       end
       s[i + 1], s[i + 2] = now, deficit
       if checks and (cost > w.limit or cost * per_token > capacity - deficit) then
@@ -124,9 +123,7 @@ local function bucket_module()
           -- Tokens taken at `now` go back whenever the undo runs: the bucket is measured from
           -- the later of `now` and the last measurement, so no refill is counted twice.
           if measured_at < now then
-            deficit, measured_at = refilled(deficit, per_ms, capacity, measured_at, now), now
-          else
-            deficit = min(capacity, deficit)
+            deficit, measured_at = refilled(deficit, per_ms, measured_at, now), now
           end
           if writes then
             deficit = max(0, deficit - cost * per_token)
@@ -145,7 +142,8 @@ local function bucket_module()
       if deficit > 0 and measured_at + ceil(deficit / per_ms) > latest then
         latest = measured_at + ceil(deficit / per_ms)
       end
-      local remaining, reset_at, fits_at = floor((capacity - deficit) / per_token), now, -1
+      -- Debt past the capacity leaves nothing.
+      local remaining, reset_at, fits_at = max(0, floor((capacity - deficit) / per_token)), now, -1
       if remaining < w.limit then
         reset_at = fits(per_token, per_ms, capacity, now, remaining + 1, measured_at, deficit)
       end
@@ -200,7 +198,7 @@ local function bucket_module()
   -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
   -- (negative: a refund) admitted at `at`, without a check: they were admitted already. A segment
   -- older than the bucket's last measurement counts as of that measurement, which refills it no
-  -- more than it should. The deficit may pass the capacity (a decision's read caps it): units the
+  -- more than it should. The deficit may pass the capacity: units the
   -- fleet admitted past it stay owed, so that every process refills them before admitting again,
   -- instead of each spending the whole refill on its own. State a faster clock stamped is moved
   -- back to now first, as a decision moves it. Returns the whole units pushed above a limit, and
@@ -216,8 +214,7 @@ local function bucket_module()
     for k = 1, #windows do
       local i = 2 * k - 1
       if s[i] ~= nil and s[i] > now then
-        local _, _, capacity = scale(windows[k])
-        s[i], s[i + 1], moved = now, min(capacity, s[i + 1]), true
+        s[i], moved = now, true
       end
     end
     if #segments == 0 and not moved then

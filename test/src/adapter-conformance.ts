@@ -608,6 +608,23 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
           { message: expect.stringContaining('X-Forwarded-For'), code: 'TG_UNTRUSTED_FORWARDED_FOR' },
         ])
       })
+
+      it('leaves that warning out when ignoreWarnings names it, and gives the others', async () => {
+        const warnings: string[] = []
+        const http = await serveLimited({
+          rule: 'api',
+          windows: [{ limit: 2, period: '10s' }],
+          // No identifier at all: counted for the address, with a warning of its own.
+          identify: () => [],
+          ignoreWarnings: ['TG_UNTRUSTED_FORWARDED_FOR'],
+          onWarning: (_message, code) => warnings.push(code),
+        })
+
+        expect((await http.get('/').set('x-forwarded-for', '198.51.100.1')).status).toBe(200)
+        expect((await http.get('/').set('x-forwarded-for', '198.51.100.2')).status).toBe(200)
+        expect((await http.get('/').set('x-forwarded-for', '198.51.100.3')).status).toBe(429)
+        expect(warnings).toEqual(['TG_UNUSABLE_IDENTIFIER'])
+      })
     })
 
     describe('client identity that does not parse', () => {
@@ -1021,6 +1038,58 @@ export function runAdapterConformance(name: string, makeHarness: MakeHarness): v
         expect(await gone).toBe('aborted')
         await untilLeft(limiter, 'login', 1)
         expect(statuses).toEqual([403, 404, null])
+      })
+    })
+
+    describe('settle', () => {
+      const tokens = { tokens: { algorithm: 'token-bucket', windows: [{ limit: 100, period: '1h' }] } } as const
+
+      it('charges the cost settle gives once the response is done, in place of the estimate, into debt past the limit', async () => {
+        const limiter = limiterOf(tokens)
+        const seen: Array<number | null> = []
+        const settle = (request: HarnessRequest, response: { statusCode: number }) => {
+          seen.push(response.statusCode)
+          return Number(header(request, 'x-tokens'))
+        }
+        const http = await serve([
+          { method: 'GET', path: '/', rateLimit: { limiter, rule: 'tokens', cost: 10, settle } },
+        ])
+
+        const first = await http.get('/').set('x-tokens', '3')
+        expect(first.status).toBe(200)
+        // The estimate was charged while the request was answered.
+        expect(list(first, 'ratelimit')).toEqual([{ name: 'tokens-3600s', params: { r: 90, t: 36 } }])
+        await untilLeft(limiter, 'tokens', 97)
+        expect((await http.get('/').set('x-tokens', '150')).status).toBe(200)
+        await untilLeft(limiter, 'tokens', 0)
+        const refused = await http.get('/').set('x-tokens', '1')
+        expect(refused.status).toBe(429)
+        // 53 tokens of debt, then 10 for the estimate: 63 at 100 an hour.
+        expect(Number(refused.headers['retry-after'])).toBe(2268)
+        expect(seen).toEqual([200, 200])
+      })
+
+      it('keeps the estimate when settle fails or answers no cost, with one warning', async () => {
+        const warnings: string[] = []
+        const limiter = limiterOf(tokens)
+        const settle = (request: HarnessRequest) => {
+          if (header(request, 'x-throw')) throw new Error('no usage reported')
+          return -1
+        }
+        const http = await serve([
+          {
+            method: 'GET',
+            path: '/',
+            rateLimit: { limiter, rule: 'tokens', cost: 10, settle, onWarning: (_, code) => warnings.push(code) },
+          },
+        ])
+        expect((await http.get('/')).status).toBe(200)
+        expect((await http.get('/').set('x-throw', '1')).status).toBe(200)
+        await untilLeft(limiter, 'tokens', 80)
+        await pollUntil('both warned', 5_000, async () =>
+          warnings.length === 2 ? { done: true, value: undefined } : { done: false, state: warnings.join(', ') },
+        )
+        expect(warnings).toEqual(['TG_SETTLE_FAILED', 'TG_SETTLE_FAILED'])
       })
     })
 

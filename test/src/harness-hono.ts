@@ -61,7 +61,7 @@ function trustOf(trustProxy: HarnessOptions['trustProxy']): HonoRateLimitOptions
  * hands them its Context: each function gets the request's headers as Node would parse them.
  */
 function onContext(options: RateLimitOptions<HarnessRequest>): HonoRateLimitOptions {
-  const { rule, identify, cost, skip, countOnly, onLimited, problem, refusal, ...rest } = options
+  const { rule, identify, cost, skip, countOnly, settle, onLimited, problem, refusal, ...rest } = options
   const converted: HonoRateLimitOptions = rest
   if (rule !== undefined) converted.rule = typeof rule === 'string' ? rule : (c) => rule(requestOf(c))
   if (identify) converted.identify = (c, client) => identify(requestOf(c), client)
@@ -73,6 +73,7 @@ function onContext(options: RateLimitOptions<HarnessRequest>): HonoRateLimitOpti
         ? countOnly
         : ({ request, status }) => countOnly({ request: requestOf(request), status })
   }
+  if (settle) converted.settle = (c, response) => settle(requestOf(c), response)
   if (onLimited) converted.onLimited = (c, decision) => onLimited(requestOf(c), decision)
   if (problem) converted.problem = (decision, c) => problem(decision, requestOf(c))
   if (refusal) converted.refusal = (decision, c, standard) => refusal(decision, requestOf(c), standard)

@@ -7,7 +7,10 @@ import {
   type Store,
 } from '@tollgate/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describeIdentifierRules } from './identifier-rules-conformance.js'
+import { describeLockouts } from './lockout-conformance.js'
 import { ManualClock } from './manual-clock.js'
+import { describeReservations } from './reservation-conformance.js'
 import { seededRandom } from './seeded-random.js'
 import { describeShedding } from './shedding-conformance.js'
 import { withAlgorithm } from './with-algorithm.js'
@@ -643,6 +646,9 @@ export function runStoreConformance(
     })
 
     describeShedding(() => harness, algorithms, fallback)
+    describeIdentifierRules(() => harness, fallback)
+    describeLockouts(() => harness, algorithms)
+    describeReservations(() => harness, algorithms)
 
     describe('reset and parent rules', () => {
       const rules = {

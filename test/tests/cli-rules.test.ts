@@ -1,4 +1,4 @@
-import { createLimiter, LiveRules, loadRules, RedisStore, stateNameOf } from '@tollgate/core'
+import { createLimiter, LiveRules, loadRules, RedisStore, type RuleOptions, stateNameOf } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { cliPrefix, rulesDirectory, runCli } from '../src/cli-runner.js'
@@ -199,6 +199,66 @@ describe('tollgate rules', () => {
     expect(loadRules(run.stdout)).toEqual({
       'api.export': { algorithm: 'sliding-log', parent: 'api', windows: [{ limit: 10, period: '1h' }] },
     })
+  })
+})
+
+describe('tollgate rules with by and overrides', () => {
+  const TENANTS = `
+limits:
+  - name: user
+    by: [user]
+    parent: org
+    config:
+      - { limit: 3, period: 60 }
+  - name: org
+    by: [org]
+    config:
+      - { limit: 5, period: 60 }
+    overrides:
+      'org:acme': { config: [{ limit: 50, period: 60 }] }
+      'org:*-test': { config: [{ limit: 1, period: 60 }] }
+  - name: login
+    block: { for: 900, after: 3, factor: 2, max: 86400 }
+    config:
+      - { limit: 5, period: 900 }
+`
+
+  it('lists, gets back and diffs them', async () => {
+    const { cli } = fleet('tenants')
+    const tenants = files.write('tenants.yaml', TENANTS)
+    const published = await cli('rules', 'publish', tenants, '--yes')
+    expect(published.code, published.stderr).toBe(0)
+
+    const list = await cli('--json', 'rules', 'list')
+    expect(list.code, list.stderr).toBe(0)
+    const org = JSON.parse(list.stdout).rules.find((rule: { name: string }) => rule.name === 'org')
+    expect([org.by, org.overrides.map((o: { key: string; windows: unknown }) => [o.key, o.windows])]).toEqual([
+      ['org'],
+      [
+        ['org:acme', [{ limit: 50, periodMs: 60_000 }]],
+        ['org:*-test', [{ limit: 1, periodMs: 60_000 }]],
+      ],
+    ])
+    const table = await cli('rules', 'list')
+    expect(table.stdout).toMatch(/org .*by org; org:acme: 50\/1m; org:\*-test: 1\/1m/)
+    expect(table.stdout).toMatch(/user .*by user/)
+    expect(table.stdout).toMatch(/login .*block: 15m after 3, ×2 up to 1d/)
+    const login = await cli('rules', 'get', 'login')
+    expect(loadRules(login.stdout).login?.block).toEqual({ for: '15m', after: 3, factor: 2, max: '1d' })
+
+    const got = await cli('rules', 'get', 'org')
+    const resolved = (rules: ReturnType<typeof loadRules>) => {
+      const rule = createLimiter({ rules }).rules.get('org')
+      return [rule?.windows, rule?.by, rule?.overrides?.list]
+    }
+    expect(resolved(loadRules(got.stdout))).toEqual(resolved({ org: loadRules(TENANTS).org as RuleOptions }))
+    const unchanged = await cli('--json', 'rules', 'diff', tenants)
+    expect(JSON.parse(unchanged.stdout).changes.map((c: { change: string }) => c.change)).toEqual(
+      expect.not.arrayContaining(['changed']),
+    )
+    const raised = files.write('raised.yaml', TENANTS.replace('limit: 50', 'limit: 80'))
+    const diff = await cli('rules', 'diff', raised)
+    expect(diff.stdout).toContain('overrides org:acme 50/1m; org:*-test 1/1m → org:acme 80/1m; org:*-test 1/1m')
   })
 })
 

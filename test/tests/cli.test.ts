@@ -124,6 +124,33 @@ describe('tollgate inspect', () => {
     }
   })
 
+  it('shows a block in force, with its end, and reset lifts it', async () => {
+    const prefix = cliPrefix('inspect-block')
+    const blocking = files.write(
+      'blocking.yaml',
+      'limits:\n  - name: login\n    block: { for: 3600 }\n    config:\n      - { limit: 1, period: 3600 }\n',
+    )
+    const limiter = createLimiter({ rules: loadRules(blocking), store: new RedisStore({ client, prefix }) })
+    const cli = ['--redis', url, '--prefix', prefix, '--rules', blocking]
+    await limiter.consume('login', IP)
+    expect((await limiter.consume('login', IP)).reason).toBe('blocked')
+    const json = await runCli([...cli, '--json', 'inspect', 'login', IP])
+    expect(json.code, json.stderr).toBe(0)
+    const { nowMs, blocks } = JSON.parse(json.stdout)
+    expect(blocks).toEqual([
+      { rule: 'login', identifier: IP, untilMs: expect.any(Number), key: expect.stringMatching(/:block$/) },
+    ])
+    expect(blocks[0].untilMs - nowMs).toBeGreaterThan(3_500_000)
+    const table = await runCli([...cli, 'inspect', 'login', IP])
+    expect(table.stdout).toMatch(/blocked: login for ip:203\.0\.113\.7 until \S+ \(in 59m\d\ds\)/)
+    const reset = await runCli([...cli, 'reset', 'login', IP, '--yes'])
+    expect(reset.code, reset.stderr).toBe(0)
+    expect(JSON.parse((await runCli([...cli, '--json', 'inspect', 'login', IP])).stdout).blocks).toEqual([])
+    // A process that kept the refusal in its refusal cache refuses for up to a second more; one without, at once.
+    const another = createLimiter({ rules: loadRules(blocking), store: new RedisStore({ client, prefix }) })
+    expect((await another.consume('login', IP)).reason).toBe('ok')
+  })
+
   it('fails with TG_UNKNOWN_RULE (exit 1) for a rule the rules do not hold', async () => {
     const { cli } = app('inspect-unknown')
     const run = await runCli([...cli, 'inspect', 'api.exprot', IP])
@@ -225,6 +252,9 @@ describe('--json', () => {
       parent: null,
       onStoreError: null,
       dryRun: null,
+      by: null,
+      overrides: [],
+      block: null,
       stateName: stateOf(limiter, 'api'),
     })
     expect(JSON.parse(runs[6]!.stdout)).toEqual({

@@ -508,6 +508,48 @@ describe('LiveRules publish', () => {
     await Promise.all([limiterA, limiterB].map((limiter) => limiter?.close()))
   })
 
+  it("brings a customer's override to every process, which then decides it with no command of its own", async () => {
+    const fleet = newFleet('overrides')
+    const clock = new ManualClock(T0)
+    const [a, b] = [fleet.add(), fleet.add()]
+    const store = () => new RedisStore({ client, clock: clock.now, prefix: fleet.prefix })
+    const [limiterA, limiterB] = [a, b].map((live) => createLimiter({ rules: live, store: store() })) as [
+      Limiter,
+      Limiter,
+    ]
+    await limiterA.consume('api', 'org:acme', { cost: 3 })
+    await a.publish({
+      api: {
+        algorithm: 'fixed-window',
+        windows: [{ limit: 10, period: '1m' }],
+        overrides: {
+          'org:acme': { windows: [{ limit: 50, period: '1m' }] },
+          'org:*-test': { windows: [{ limit: 1, period: '1m' }] },
+        },
+      },
+    })
+    await b.refresh()
+    // Same periods as the rule: acme keeps the 3 it had used, under its new limit.
+    expect([limits(await limiterB.peek('api', 'org:acme')), remaining(await limiterB.peek('api', 'org:acme'))]).toEqual(
+      [[50], [47]],
+    )
+    expect(limits(await limiterB.peek('api', 'org:ci-test'))).toEqual([1])
+    expect(limits(await limiterB.peek('api', 'org:beta'))).toEqual([10])
+    const sent: string[] = []
+    const send = client.sendCommand.bind(client)
+    client.sendCommand = (command, stream) => {
+      sent.push(command.name)
+      return send(command, stream)
+    }
+    try {
+      await limiterB.consume('api', 'org:acme')
+    } finally {
+      client.sendCommand = send
+    }
+    expect(sent).toEqual(['evalsha'])
+    await Promise.all([limiterA, limiterB].map((limiter) => limiter.close()))
+  })
+
   it("with a HybridStore, reads the epoch on the store's sync: a sync alone brings a publish in", async () => {
     const fleet = newFleet('hybrid-sync')
     const clock = new ManualClock(T0)

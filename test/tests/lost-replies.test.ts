@@ -24,7 +24,7 @@ afterAll(async () => {
 // ioredis, at its defaults, sends again the commands whose replies it lost when it reconnects. A
 // reply lost after Redis ran a write that gives units back (a proxy forwarding the command, then
 // dropping the connection) once applied that write twice: a refund of 10 let 20 more through.
-describe('writes that give units back apply once, however often a lost reply has them sent', () => {
+describe('writes that give units back or settle apply once, however often a lost reply has them sent', () => {
   let prefixes = 0
   const opened: Array<{ close(): Promise<unknown> } | { disconnect(): void }> = []
 
@@ -98,6 +98,23 @@ describe('writes that give units back apply once, however often a lost reply has
     expect(refund.windows[0]?.remaining).toBe(LIMIT)
     expect(proxy.droppedReplies).toBe(before + 1)
     expect(await admitted(other, 2 * LIMIT)).toBe(LIMIT)
+  })
+
+  it('a settle whose charge reply was lost and sent again charges the difference once', async () => {
+    const { proxied, other } = await processes()
+    const reservation = await proxied.reserve('r', 'ip:1', { cost: 1, storeTimeoutMs: 10_000 })
+    expect(reservation.decision.allowed).toBe(true)
+    const before = proxy.droppedReplies
+    proxy.dropNextReply()
+    // The charge of the difference (LIMIT - 1 more) runs, its reply is lost, ioredis sends it again.
+    await reservation.settle(LIMIT)
+    expect(proxy.droppedReplies).toBe(before + 1)
+    expect(await admitted(other, 1)).toBe(0)
+    const peek = await other.peek('r', 'ip:1', { cost: 0 })
+    // Charged once: LIMIT used, not LIMIT + LIMIT - 1.
+    expect(peek.windows[0]?.remaining).toBe(0)
+    await other.refund('r', 'ip:1', { cost: LIMIT })
+    expect(await admitted(other, LIMIT + 1)).toBe(LIMIT)
   })
 
   it('a reset whose reply was lost forgets the state once, not what was charged after it', async () => {

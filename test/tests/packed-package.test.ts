@@ -37,6 +37,7 @@ const PUBLIC_EXPORTS = [
   'createRateLimit',
   'createRouteRateLimit',
   'decisionOutcome',
+  'decodeLockoutState',
   'describeValue',
   'formatDuration',
   'forwardedClientAddress',
@@ -56,6 +57,7 @@ const PUBLIC_EXPORTS = [
   'shareFleetStats',
   'stateNameOf',
   'storeUnavailableProblem',
+  'targetsOf',
   'userIdentifier',
   'wholeOption',
 ]

@@ -65,6 +65,54 @@ describe('RedisStore round trips', () => {
     }
   })
 
+  it("makes a hierarchy keyed by each level's identifier (by) and an override one EVALSHA, refused or not", async () => {
+    const limiter = createLimiter({
+      store: new RedisStore({ client, prefix: 'rt-by:' }),
+      rules: {
+        user: { windows: [{ limit: 3, period: '1m' }], by: ['user'], parent: 'org' },
+        org: {
+          windows: [{ limit: 5, period: '1m' }],
+          by: ['org'],
+          parent: 'global',
+          overrides: { 'org:acme': { windows: [{ limit: 4, period: '1m' }] } },
+        },
+        global: { windows: [{ limit: 7, period: '1m' }], by: [] },
+      },
+    })
+    for (const expected of [true, true, true, false]) {
+      await admin.config('RESETSTAT')
+      sent.length = 0
+      const decision = await limiter.consume('user', ['user:a', 'org:acme'])
+      expect(decision.allowed).toBe(expected)
+      expect(decision.windows.map((w) => [w.rule, w.identifier, w.limit])).toEqual([
+        ['user', 'user:a', 3],
+        ['org', 'org:acme', 4],
+        ['global', '*', 7],
+      ])
+      expect(sent).toEqual(['evalsha'])
+      expect((await commandCounts(admin)).evalsha).toBe(1)
+    }
+  })
+
+  it('makes a decision of a rule that blocks one EVALSHA, counting, starting or meeting a block', async () => {
+    const limiter = createLimiter({
+      store: new RedisStore({ client, prefix: 'rt-block:', refusalCache: false }),
+      rules: {
+        login: { windows: [{ limit: 1, period: '1m' }], block: { for: '1h', after: 2 }, by: ['ip'], parent: 'org' },
+        org: { windows: [{ limit: 100, period: '1m' }], by: ['org'], block: { for: '1h' } },
+      },
+    })
+    const reasons: string[] = []
+    for (let i = 0; i < 4; i++) {
+      await admin.config('RESETSTAT')
+      sent.length = 0
+      reasons.push((await limiter.consume('login', ['ip:203.0.113.7', 'org:acme'])).reason)
+      expect(sent).toEqual(['evalsha'])
+      expect((await commandCounts(admin)).evalsha).toBe(1)
+    }
+    expect(reasons).toEqual(['ok', 'limited', 'blocked', 'blocked'])
+  })
+
   it('makes a decision that may shed one EVALSHA too, shed or not, in a batch with others', async () => {
     const shedding = {
       ...rules,

@@ -87,6 +87,44 @@ describe('RedisStore on a 3-master Cluster', () => {
     // The address's slot was charged and then undone five times over: it still has all 3.
     expect((await limiter.peek('login', 'ip:198.51.100.2')).windows[0]?.remaining).toBe(3)
   })
+
+  it('decides a hierarchy keyed by kind, a block and a settled reservation across slots', async () => {
+    const limiter = createLimiter({
+      store: new RedisStore({ client, prefix: 'levels:' }),
+      rules: {
+        user: { windows: [{ limit: 3, period: '1h' }], by: ['user'], parent: 'org', block: { for: '1h' } },
+        org: { windows: [{ limit: 5, period: '1h' }], by: ['org'], parent: 'global' },
+        global: { windows: [{ limit: 7, period: '1h' }], by: [] },
+      },
+    })
+    const reasons: string[] = []
+    for (let i = 0; i < 4; i++) reasons.push((await limiter.consume('user', ['user:a', 'org:acme'])).reason)
+    expect(reasons).toEqual(['ok', 'ok', 'ok', 'blocked'])
+    const b = []
+    for (let i = 0; i < 3; i++) b.push((await limiter.consume('user', ['user:b', 'org:acme'])).reason)
+    expect(b).toEqual(['ok', 'ok', 'limited'])
+    const reservation = await limiter.reserve('user', ['user:c', 'org:beta'], { cost: 1 })
+    await reservation.settle(3)
+    const peek = await limiter.peek('user', ['user:c', 'org:beta'], { cost: 0 })
+    expect(peek.windows.map((w) => [w.rule, w.identifier, w.remaining])).toEqual([
+      ['user', 'user:c', 0],
+      ['org', 'org:beta', 2],
+      ['global', '*', 0],
+    ])
+    // Every key a decision wrote, block keys among them, with a TTL, on whichever master holds it.
+    const keys = (
+      await Promise.all(
+        cluster.nodes.map(async (node) => {
+          const direct = new RedisClient(node.url)
+          const found = await keysWithTtl(direct, 'levels:')
+          direct.disconnect()
+          return found
+        }),
+      )
+    ).flat()
+    expect(keys.some(({ key }) => key.endsWith(':block'))).toBe(true)
+    for (const { ttlMs } of keys) expect(ttlMs).toBeGreaterThan(0)
+  })
 })
 
 describe('RedisStore through Sentinel', () => {

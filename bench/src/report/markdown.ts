@@ -1,4 +1,4 @@
-import { LIMIT_OVER } from '../config.js'
+import { IDENTIFIER_COUNT, LIMIT_NEVER_REACHED, LIMIT_OVER, ORG_COUNT } from '../config.js'
 import { labelOf, type RuleShape } from '../contenders/contender.js'
 import { CONTENDERS } from '../contenders/index.js'
 import { STORE_TIMEOUT_MS } from '../contenders/tollgate.js'
@@ -7,6 +7,7 @@ import { wasBusy } from '../machine.js'
 import { YOUNG_GENERATION_MB } from '../measures/allocation.js'
 import type { DecisionScenario } from '../measures/decisions.js'
 import { ISOLATED, METRICS_IN_FLIGHT, medianOf } from '../measures/metrics-cost.js'
+import { BASELINE_CASE, RULE_OPTION_CASES, RULE_OPTION_STORES, ruleOptionsLabel } from '../measures/rule-options.js'
 import type { BenchResults } from '../results.js'
 import { max, median, min, quantile } from '../stats.js'
 import { KEY_SPREAD_LABEL, SHAPE_LABEL } from '../workload.js'
@@ -368,6 +369,57 @@ function liveRulesSection(results: BenchResults): string {
   return parts.join('\n\n')
 }
 
+function ruleOptionsSection(results: BenchResults): string {
+  if (results.ruleOptions.length === 0) return ''
+  const c = results.config.ruleOptions
+  const parts = [
+    '## 11. What `by` and `block` add to a decision',
+    `Per store, one limiter per case below (the RedisStore on the run's ioredis client), every rule a fixed window of ${integer(LIMIT_NEVER_REACHED)} per minute, so that nothing is refused. Each decision is \`limiter.consume(rule, ['user:<n>', 'org:<m>'])\`, cycling through ${integer(IDENTIFIER_COUNT)} users in ${integer(ORG_COUNT)} orgs (user n in org n mod ${integer(ORG_COUNT)}), ${integer(c.inFlight)} in flight. Each case is warmed up once for ${integer(c.warmupMs)} ms, then measured ${c.repetitions} time${c.repetitions === 1 ? '' : 's'} for ${integer(c.measureMs)} ms in an order rotated each repetition, Redis flushed before each measurement; tables give the median. *Targets* are the rule × identifier pairs one decision checks and charges, counted in a decision's windows. The cases:`,
+    [
+      '- **one rule, 2 identifiers**: rule `r`, no `by`, charged on the user and on the org: the baseline of the ratio column.',
+      '- **3-level chain without by**: `user`, parent `org`, parent `global`, none with `by`, so every level is charged on both identifiers. What a hierarchy costs without `by`, and not a hierarchy: `org` also counts each user on its own, and `global` is one count per user and per org rather than one for everyone.',
+      "- **3-level hierarchy with by**: `user` by `['user']`, parent `org` by `['org']`, parent `global` by `[]`: each level charged on its own kind of identifier, `global` on the one key (`*`) every decision shares.",
+      "- **one rule with block, 2 identifiers**: the first case with `block: { for: '15m' }`, never started since nothing is refused: each decision also reads the block key beside each target's state key (on RedisStore in the same script call), and that read is what the case adds.",
+    ].join('\n'),
+    "The ratio is to the first case on the same store in the same run. *Client µs* is this process's CPU (the limiter and ioredis) per decision, *Redis µs* the server's (`INFO cpu`, user and system, over the measurement) per decision.",
+  ]
+  for (const store of RULE_OPTION_STORES) {
+    const cells = RULE_OPTION_CASES.flatMap((name) =>
+      results.ruleOptions.filter((cell) => cell.store === store && cell.case === name),
+    )
+    if (cells.length === 0) continue
+    const baseline = median(cells.find((cell) => cell.case === BASELINE_CASE)?.perSecond ?? [])
+    const rows = cells.map((cell) => {
+      const rate = median(cell.perSecond)
+      return [
+        ruleOptionsLabel(cell.case),
+        integer(cell.targets),
+        `${integer(rate)} ${spread(cell.perSecond, rate)}`.trim(),
+        ratio(rate / baseline),
+        decimal(median(cell.clientCpuUs), 1),
+        ...(store === 'redis' ? [decimal(median(cell.redisCpuUs), 1)] : []),
+        cell.errors > 0 ? integer(cell.errors) : '0',
+      ]
+    })
+    parts.push(
+      `### ${store === 'redis' ? 'RedisStore' : 'MemoryStore'}\n\n${table(
+        [
+          'case',
+          'targets',
+          'decisions/s',
+          '× one rule',
+          'client µs',
+          ...(store === 'redis' ? ['Redis µs'] : []),
+          'errors',
+        ],
+        rows,
+        ['l', 'r', 'r', 'r', 'r', ...(store === 'redis' ? (['r'] as const) : []), 'r'],
+      )}`,
+    )
+  }
+  return parts.join('\n\n')
+}
+
 export function markdownOf(results: BenchResults, charts: readonly string[]): string {
   const sections = [
     `# Benchmarks: Tollgate and the incumbents, side by side in one run`,
@@ -383,6 +435,7 @@ export function markdownOf(results: BenchResults, charts: readonly string[]): st
     metricsSection(results),
     allocationSection(results),
     hybridSyncSection(results),
+    ruleOptionsSection(results),
     charts.length > 0 ? `## Charts\n\n${charts.map((file) => `![${file}](${file})`).join('\n')}` : '',
   ]
   return `${sections.filter((s) => s !== '').join('\n\n')}\n`

@@ -57,7 +57,50 @@ export function createApp({ limiter, registry }: AppOptions): express.Express {
     },
   )
 
+  app.post(
+    '/otp/verify',
+    express.json(),
+    rateLimit({ limiter, rule: 'auth.otp', identify: (req) => userIdentifier(usernameOf(req) ?? 'anonymous') }),
+    (req, res) => {
+      // A real app checks the code here: a wrong one counts toward the lockout, as every try does.
+      res.json({ verified: req.body?.code === '000000' })
+    },
+  )
+
+  app.get('/orgs/:org/reports', rateLimit({ limiter, rule: 'reports.user', identify: userAndOrg }), (req, res) => {
+    res.json({ org: req.params.org, reports: [] })
+  })
+
+  app.post(
+    '/complete',
+    express.json(),
+    // 500 tokens are charged when the request arrives; the tokens the answer took, once it is sent.
+    rateLimit({
+      limiter,
+      rule: 'llm.tokens',
+      identify: userOrAddress,
+      cost: 500,
+      settle: (req) => tokensUsed.get(req) ?? 0,
+    }),
+    (req, res) => {
+      const prompt = typeof req.body?.prompt === 'string' ? req.body.prompt : ''
+      // A stand-in for a model: an answer as long as the prompt, a token per 4 characters of both.
+      const answer = prompt.split('').reverse().join('')
+      tokensUsed.set(req, Math.ceil((prompt.length + answer.length) / 4))
+      res.json({ answer })
+    },
+  )
+
   return app
+}
+
+/** What each request's answer cost, for `settle` to read once the response is sent. */
+const tokensUsed = new WeakMap<Request, number>()
+
+// Each level of the hierarchy is charged on its own identifier: the user, then the organisation.
+function userAndOrg(req: Request, client: ClientView): string[] {
+  const user = req.get('x-user-id')
+  return [user ? userIdentifier(user) : client.ipIdentifier, `org:${req.params.org}`]
 }
 
 // A username that is not a string (an object, a float) would make an invalid identifier.

@@ -29,6 +29,12 @@ A read for user 1, counted under api.read and its parent api:
 Two uploads of 600 KB: the second would go over 1,000,000 bytes per minute:
   for i in 1 2; do head -c 600000 /dev/zero | curl -si -X POST ${base}/upload -H 'content-type: application/octet-stream' --data-binary @- | grep -iE '^(HTTP|ratelimit|retry-after)'; done
 
+Four wrong codes: three are answered, the fourth is refused and locks dave out for 15 minutes:
+  for i in 1 2 3 4; do curl -si -X POST ${base}/otp/verify -H 'content-type: application/json' -d '{"username":"dave","code":"123456"}' | grep -iE '^(HTTP|retry-after)'; done
+
+A test organisation: 2 a minute for all its users together, the third refused by reports.org:
+  for user in 1 2 3; do curl -si ${base}/orgs/ci-test/reports -H "x-user-id: $user" | grep -iE '^(HTTP|ratelimit-policy)'; done
+
 What the limiter counted, as Prometheus scrapes it:
   curl -s ${base}/metrics | grep -E '^tollgate_(decisions|window_denials)_total'
 `)

@@ -16,6 +16,8 @@ const OUTCOMES = [
   { key: 'store_error_denied', color: '#862e9c' },
   { key: 'local_fallback', color: '#0c8599' },
   { key: 'degraded_local', color: '#868e96' },
+  { key: 'overloaded', color: '#5c940d' },
+  { key: 'blocked', color: '#c2255c' },
 ]
 /** Shown even at zero: the two outcomes every limiter has. */
 const ALWAYS_SHOWN = new Set(['allowed', 'limited'])
@@ -230,7 +232,7 @@ function TopOffenders({ snapshot, onPick, token }) {
     : html`<p class="muted">Identifiers are masked; start the view with identifiers shown to see them.${resets ? ' Reset sends the row, not its identifier: the view resets the one it masked.' : ''}</p>`
   if (top.length === 0) return html`<p class="muted">No identifier refused in the last 5 minutes.</p>${note}`
   return html`<table id="top">
-      <thead><tr><th>rule</th><th>identifier</th><th class="n">refusals</th>${resets ? html`<th></th>` : ''}</tr></thead>
+      <thead><tr><th>rule</th><th>identifier</th><th class="n">refusals</th><th>blocked</th>${resets ? html`<th></th>` : ''}</tr></thead>
       <tbody>
         ${top.map(
           (entry, i) => html`<tr
@@ -239,6 +241,7 @@ function TopOffenders({ snapshot, onPick, token }) {
             onClick=${identifiersShown ? () => onPick({ rule: entry.rule, identifier: entry.identifier }) : undefined}
           >
             <td>${entry.rule}</td><td><code>${entry.identifier}</code></td><td class="n">${count.format(entry.refusals)}</td>
+            <td class=${entry.blockedUntilMs ? 'warn' : 'muted'}>${entry.blockedUntilMs ? `for ${seconds(entry.blockedUntilMs - snapshot.atMs)}` : '–'}</td>
             ${resets ? html`<td><button type="button" class="row-reset" disabled=${!entry.handle} onClick=${(event) => resetRow(event, entry)}>Reset</button></td>` : ''}
           </tr>`,
         )}
@@ -273,6 +276,7 @@ function Rules({ rules }) {
   return html`<dl class="rules">
     <dt>epoch</dt><dd><strong>${rules.epoch}</strong>${rules.stale ? html` <span class="warn">(stale: Redis not read)</span>` : ''}</dd>
     <dt>in force</dt><dd>${rules.names.length ? rules.names.join(', ') : html`<span class="muted">none known</span>`}</dd>
+    ${(rules.details ?? []).map(({ name, notes }) => html`<dt>${name}</dt><dd class="rule-notes">${notes.join('; ')}</dd>`)}
     ${rules.rejected.length ? html`<dt>rejected</dt><dd class="warn">${rules.rejected.join(', ')}</dd>` : ''}
   </dl>`
 }

@@ -63,6 +63,8 @@ export interface TopOffenderView extends RefusedIdentifier {
    * view allows resets: opaque, and resolved by this view only, for offenders it listed lately.
    */
   handle?: string
+  /** When the rule's block on this identifier ends (ms), while one is in force. */
+  blockedUntilMs?: number
 }
 
 /** What each Server-Sent Event carries, as JSON. */
@@ -112,15 +114,23 @@ export async function readSnapshot(
       readTopRefused(client, prefix, { sinceMs: TOP_SINCE_MS, nowMs: atMs, topIntervalMs, limit: TOP_LIMIT }),
       readFleetProcesses(client, prefix, { nowMs: atMs, liveMs: 3 * flushIntervalMs }),
     ])
+    const listed = top.slice(0, TOP_LIMIT)
+    const blockedUntil = await Promise.all(
+      listed.map((entry) => rules.blockedUntil(entry.rule, entry.identifier, atMs)),
+    )
     return {
       ...base,
       seconds: seconds.map(secondView),
       refusals: refusalsOf(seconds),
-      top: top.slice(0, TOP_LIMIT).map((entry) => ({
-        ...entry,
-        identifier: shown(entry.identifier),
-        ...(handles ? { handle: handles.handleOf(entry.rule, entry.identifier, atMs) } : {}),
-      })),
+      top: listed.map((entry, i) => {
+        const until = blockedUntil[i]
+        return {
+          ...entry,
+          identifier: shown(entry.identifier),
+          ...(handles ? { handle: handles.handleOf(entry.rule, entry.identifier, atMs) } : {}),
+          ...(until === undefined ? {} : { blockedUntilMs: until }),
+        }
+      }),
       processes: processes.map(processView),
       rules: await rulesView,
     }

@@ -1,4 +1,15 @@
-import { createLimiter, type Limiter, LiveRules, RedisStore } from '@tollgate/core'
+import {
+  createLimiter,
+  decodeLockoutState,
+  formatDuration,
+  type Limiter,
+  LiveRules,
+  RedisStore,
+  type Rule,
+  type StoreTarget,
+  targetsOf,
+  type Window,
+} from '@tollgate/core'
 import type { AdminConfig } from './options.js'
 
 /**
@@ -16,6 +27,8 @@ export interface RulesView {
   rejected: string[]
   /** The names of the rules in force: the ones a reset can name. */
   names: string[]
+  /** The rules in force that key by kind, hold overrides or block, with what they do, by name. */
+  details: Array<{ name: string; notes: string[] }>
 }
 
 /**
@@ -60,7 +73,27 @@ export class RulesInForce {
       stale,
       rejected: rejected.map((rejection) => rejection.rule),
       names: [...this.limiter.rules.keys()].filter((name) => name !== STAND_IN).sort(),
+      details: [...this.limiter.rules.values()]
+        .map((rule) => ({ name: rule.name, notes: notesOf(rule) }))
+        .filter(({ notes }) => notes.length > 0)
+        .sort((a, b) => a.name.localeCompare(b.name)),
     }
+  }
+
+  /** When the rule's block on the identifier ends, if one is in force (one GET); undefined otherwise. */
+  async blockedUntil(rule: string, identifier: string, nowMs: number): Promise<number | undefined> {
+    const resolved = this.limiter.rules.get(rule)
+    if (resolved?.block === undefined) return undefined
+    let key: string
+    try {
+      key = `${this.store.keyOf(targetsOf([resolved], identifier)[0] as StoreTarget)}:block`
+    } catch {
+      // An identifier not of the rule's kinds: never charged by it, never blocked.
+      return undefined
+    }
+    const text = await this.client.get(key)
+    const state = text === null ? undefined : decodeLockoutState(text)
+    return state !== undefined && state.until > nowMs ? state.until : undefined
   }
 
   has(rule: string): boolean {
@@ -75,8 +108,8 @@ export class RulesInForce {
   async reset(rule: string, identifier: string): Promise<ResetOutcome> {
     const resolved = this.limiter.rules.get(rule)
     if (resolved === undefined) throw new Error(`no rule ${JSON.stringify(rule)} is in force`)
-    const { stateName, algorithm, windows } = resolved
-    const keys = [this.store.keyOf({ rule: stateName, algorithm, windows, identifier })]
+    // The state of the rule's windows, or of an override's for that identifier.
+    const keys = targetsOf([resolved], identifier).map((target) => this.store.keyOf(target))
     const existed = await countExisting(this.client, keys)
     await this.limiter.reset(rule, identifier)
     return { existed, keyCount: keys.length }
@@ -92,4 +125,22 @@ export class RulesInForce {
 async function countExisting(client: AdminConfig['client'], keys: readonly string[]): Promise<number> {
   const found = await Promise.all(keys.map((key) => client.exists(key)))
   return found.reduce((sum, n) => sum + n, 0)
+}
+
+/** What the page says of a rule besides its name: whom it charges, its overrides, its block. */
+function notesOf(rule: Rule): string[] {
+  const notes: string[] = []
+  if (rule.by !== undefined) notes.push(rule.by.length === 0 ? 'one count for everyone' : `by ${rule.by.join(', ')}`)
+  for (const override of rule.overrides?.list ?? []) notes.push(`${override.key}: ${windowsText(override.windows)}`)
+  if (rule.block !== undefined) {
+    const { forMs, after, factor, maxMs } = rule.block
+    notes.push(
+      `block ${formatDuration(forMs)}${after === 1 ? '' : ` after ${after} refusals`}${factor === 1 ? '' : `, ×${factor} up to ${formatDuration(maxMs)}`}`,
+    )
+  }
+  return notes
+}
+
+function windowsText(windows: readonly Window[]): string {
+  return windows.map((window) => `${window.limit}/${formatDuration(window.periodMs)}`).join(', ')
 }

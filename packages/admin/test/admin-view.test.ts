@@ -254,6 +254,39 @@ describe('resets', () => {
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
   })
 
+  it('shows a top offender blocked by its rule, until when, and the rules that key by kind, override or block', async () => {
+    const prefix = `admin${prefixes++}:`
+    const clock = new ManualClock(T0)
+    const blocking = {
+      login: {
+        algorithm: 'fixed-window',
+        windows: [{ limit: 5, period: '1m' }],
+        block: { for: '15m', factor: 2, max: '1h' },
+      },
+      org: {
+        algorithm: 'fixed-window',
+        windows: [{ limit: 100, period: '1m' }],
+        by: ['org'],
+        overrides: { 'org:acme': { windows: [{ limit: 500, period: '1m' }] } },
+      },
+    } satisfies RulesOptions
+    const limiter = redisProcess(prefix, clock, blocking)
+    const stats = shareFleetStats(limiter, { client: redis(), prefix, flushIntervalMs: 60_000, clock: clock.now })
+    opened.push(stats)
+    const reasons = []
+    for (let i = 0; i < 8; i++) reasons.push((await limiter.consume('login', 'ip:203.0.113.7')).reason)
+    expect(reasons.slice(4)).toEqual(['ok', 'blocked', 'blocked', 'blocked'])
+    clock.advance(10_000)
+    await stats.flush()
+    const server = await serve({ prefix, rules: blocking, showIdentifiers: true, clock: () => clock.now() + 2_000 })
+    const listed = await (await events(server)).until('the offender is listed', (event) => event.top.length === 1)
+    expect(listed.top[0]).toMatchObject({ rule: 'login', identifier: 'ip:203.0.113.7', blockedUntilMs: T0 + 900_000 })
+    expect(listed.rules.details).toEqual([
+      { name: 'login', notes: ['block 15m, ×2 up to 1h'] },
+      { name: 'org', notes: ['by org', 'org:acme: 500/1m'] },
+    ])
+  })
+
   it('resolves only handles it listed lately: never one a client made, one of another view, or one gone from the list', async () => {
     const prefix = `admin${prefixes++}:`
     const clock = new ManualClock(T0)
@@ -379,7 +412,7 @@ describe('resets', () => {
     clock.advance(1_000)
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
     const snapshot = await (await events(server)).until('a snapshot came', () => true)
-    expect(snapshot.rules).toEqual({ epoch: 1, stale: false, rejected: [], names: ['api', 'login'] })
+    expect(snapshot.rules).toEqual({ epoch: 1, stale: false, rejected: [], names: ['api', 'login'], details: [] })
   })
 
   it('says what is wrong with a reset it cannot make', async () => {

@@ -10,6 +10,13 @@ export function windowsText(rule: Pick<Rule, 'windows'>): string {
   return rule.windows.map(windowText).join(', ')
 }
 
+/** A rule's block as people read it: `15m after 3, ×2 up to 1d`. */
+export function blockText(block: { forMs: number; after: number; factor: number; maxMs: number }): string {
+  const after = block.after === 1 ? '' : ` after ${block.after}`
+  const grows = block.factor === 1 ? '' : `, ×${block.factor} up to ${formatDuration(block.maxMs)}`
+  return `${formatDuration(block.forMs)}${after}${grows}`
+}
+
 /** A span of time as people read it: `0.4ms`, `850ms`, `41.2s`, `3m20s`, `2h05m`, `3d04h`. */
 export function span(ms: number): string {
   if (ms < 10) return `${(Math.round(ms * 10) / 10).toFixed(1)}ms`

@@ -1,9 +1,10 @@
+export type { LockoutState } from './algorithms/lockout.js'
 export { byIpAndUser } from './http/by-ip-and-user.js'
-export type { ObservedResponse } from './http/count-only.js'
 export type { TrustProxy } from './http/forwarded-address.js'
 export { forwardedClientAddress } from './http/forwarded-address.js'
 export type { HeaderOptions, HeadersFormat, QuotaUnit } from './http/headers.js'
 export { HEADERS_FORMATS, rateLimitHeaders } from './http/headers.js'
+export type { ObservedResponse } from './http/observed-response.js'
 export { policyName } from './http/policy-name.js'
 export type { ProblemDetails } from './http/problem.js'
 export { quotaExceededProblem, storeUnavailableProblem } from './http/problem.js'
@@ -17,12 +18,16 @@ export type {
   StandardRefusal,
 } from './http/rate-limit-options.js'
 export { createRouteRateLimit } from './http/route-rate-limit.js'
+export type { RateLimitWarningCode } from './http/warnings.js'
 export type { IpIdentifierOptions } from './identifiers/ip.js'
 export { ipIdentifier } from './identifiers/ip.js'
 export { userIdentifier } from './identifiers/user.js'
 export type { Limiter } from './limiter/limiter.js'
 export { createLimiter } from './limiter/limiter.js'
 export type { LimiterOptions } from './limiter/limiter-config.js'
+export type { LimiterWarningCode } from './limiter/limiter-warnings.js'
+export type { Reservation } from './limiter/reservation.js'
+export type { WaitOptions } from './limiter/wait-options.js'
 export type { RulesVersion, RuleVersion } from './live-rules/history.js'
 export type { LiveRulesStatus, PublishOptions } from './live-rules/live-rules.js'
 export { LiveRules } from './live-rules/live-rules.js'
@@ -49,10 +54,15 @@ export type {
 } from './observe/telemetry/fleet-stats-reader.js'
 export { readFleetProcesses, readFleetSeconds, readTopRefused } from './observe/telemetry/fleet-stats-reader.js'
 export type { Decision, DecisionReason, WindowState } from './rules/decision.js'
+export type { IdentifierOverride, IdentifierOverrides } from './rules/identifier-overrides.js'
 export { loadRules } from './rules/load-rules.js'
 export type {
   AlgorithmName,
+  BlockOptions,
+  OverrideOptions,
+  OverridesOptions,
   Rule,
+  RuleBlock,
   RuleOptions,
   RulesOptions,
   WarningHandler,
@@ -69,7 +79,7 @@ export type { BreakerChange, BreakerState, CircuitBreakerOptions } from './store
 export type { DecisionObserver, StoreErrorKind } from './store-calls/decision-observer.js'
 export { STORE_ERROR_KINDS } from './store-calls/decision-observer.js'
 export type { DecisionOptions, ResetOptions } from './store-calls/decision-options.js'
-export { MAX_IDENTIFIERS } from './store-calls/decision-plan.js'
+export { MAX_IDENTIFIERS, targetsOf } from './store-calls/decision-plan.js'
 export type { BacklogOptions } from './store-calls/store-backlog.js'
 export type { LimiterEvents } from './store-calls/store-caller.js'
 export type { HybridStoreEvents } from './stores/hybrid/hybrid-store.js'
@@ -88,6 +98,7 @@ export { MemoryStore } from './stores/memory/memory-store.js'
 export type { RedisStoreOptions } from './stores/redis/options.js'
 export type { RedisClientLike } from './stores/redis/redis-store.js'
 export { RedisStore } from './stores/redis/redis-store.js'
+export { decodeLockoutState } from './stores/shared/lockout-text.js'
 export type {
   ReplyWatch,
   Store,

@@ -188,8 +188,8 @@ describe('DecisionCounts', () => {
 
     const [api] = [...counts.rules()]
     expect(api?.rule).toBe('api')
-    expect([...(api?.decisions ?? [])]).toEqual([1, 1, 0, 0, 0, 0, 0, 0, 0])
-    expect([...(api?.units ?? [])]).toEqual([2, 1, 0, 0, 0, 0, 0, 0, 0])
+    expect([...(api?.decisions ?? [])]).toEqual([1, 1, 0, 0, 0, 0, 0, 0, 0, 0])
+    expect([...(api?.units ?? [])]).toEqual([2, 1, 0, 0, 0, 0, 0, 0, 0, 0])
     expect(api?.windows).toEqual([{ window: '60s', denials: 1 }])
     expect(counts.storeErrors).toEqual({ timeout: 0, unavailable: 0, key: 0, breaker_open: 0, sync: 1 })
     expect(counts.durations.count).toBe(0)
@@ -357,6 +357,7 @@ describe('decisionOutcome', () => {
       'local-fallback',
       'degraded-local',
       'overloaded',
+      'blocked',
     ] as const
     expect(reasons.map(decisionOutcome)).toEqual([...DECISION_OUTCOMES])
   })

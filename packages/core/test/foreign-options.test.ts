@@ -39,6 +39,7 @@ describe("other rate limiters' options", () => {
       message: 'problem: (decision, req)',
       statusCode: 'refusal: (decision, req, standard)',
       skipSuccessfulRequests: "countOnly: 'failures'",
+      validate: "ignoreWarnings: ['TG_UNTRUSTED_FORWARDED_FOR']",
     }
     for (const [option, replacement] of Object.entries(replacements)) {
       const text = configError(() => createRateLimit({ windows, [option]: 1 } as unknown as RateLimitOptions<unknown>))

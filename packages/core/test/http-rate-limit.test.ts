@@ -616,7 +616,7 @@ describe('createRateLimit: the options an adapter adds', () => {
     expectConfigError(
       () => createRateLimit({ windows: ONE_PER_MINUTE, thorw: true } as RateLimitOptions<Req>, ['throw']),
       "unknown option 'thorw'",
-      "'onWarning', 'throw'",
+      "'onWarning', 'ignoreWarnings', 'throw'",
     )
     const base = rateLimit({ windows: ONE_PER_MINUTE })
     expectConfigError(

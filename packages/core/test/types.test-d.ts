@@ -48,6 +48,10 @@ export async function ruleNames(): Promise<void> {
   await typed.refund('login', 'ip:203.0.113.7')
   // @ts-expect-error reset too
   await typed.reset('ap', 'ip:203.0.113.7')
+  // @ts-expect-error wait too
+  await typed.wait('api.login', 'ip:203.0.113.7', { maxWaitMs: 1000 })
+  // @ts-expect-error a wait's options are checked as a decision's are
+  await typed.wait('api', 'ip:203.0.113.7', { maxWait: 1000 })
   expectTypeOf(typed.consume).parameter(0).toEqualTypeOf<'api' | 'auth.login'>()
 }
 

@@ -24,7 +24,7 @@ describe('plugin options', () => {
     [{ windows: [{ limit: 0, period: '1s' }] }, /^rule 'inline', window 0: limit must be a positive integer, got 0$/],
     [{ windows: [{ limit: 1, period: '1s' }], burst: 5 }, /^rate limit options: unknown option 'burst'/],
     // Regression: the known options this error lists left out the plugin's own.
-    [{ windows: [{ limit: 1, period: '1s' }], burst: 5 }, /known options are .*'onWarning', 'global', 'hook'$/],
+    [{ windows: [{ limit: 1, period: '1s' }], burst: 5 }, /known options are .*'ignoreWarnings', 'global', 'hook'$/],
     [{}, /need a rule/],
   ])('%j rejects at registration', async (options, message) => {
     const error = await registrationError(options)
@@ -39,7 +39,7 @@ describe('route options', () => {
     const app = Fastify()
     await app.register(tollgate, { windows: [{ limit: 1, period: '1s' }] })
     expect(() => app.get('/', { config: { rateLimit: { hok: 'preHandler' } as never } }, async () => null)).toThrow(
-      /^route GET \/: route rate limit options: unknown option 'hok'; known options are .*'onWarning', 'hook'$/,
+      /^route GET \/: route rate limit options: unknown option 'hok'; known options are .*'ignoreWarnings', 'hook'$/,
     )
     await app.close()
   })

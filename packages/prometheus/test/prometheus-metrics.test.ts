@@ -66,6 +66,7 @@ const OUTCOME_OF: Record<DecisionReason, string> = {
   'local-fallback': 'local_fallback',
   'degraded-local': 'degraded_local',
   overloaded: 'overloaded',
+  blocked: 'blocked',
 }
 
 let limiter: Limiter | undefined

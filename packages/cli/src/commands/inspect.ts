@@ -1,4 +1,4 @@
-import type { AlgorithmName, Rule } from '@tollgate/core'
+import { type AlgorithmName, decodeLockoutState, type Rule, type StoreTarget, targetsOf } from '@tollgate/core'
 import type { CommandModule } from '../command.js'
 import { isoTime, span, windowText } from '../format.js'
 import { limiterAnswer } from '../limiter-answer.js'
@@ -13,6 +13,16 @@ export interface InspectResult {
   /** When Redis answered (its clock), ms since the Unix epoch. */
   nowMs: number
   windows: InspectedWindow[]
+  /** The blocks in force (a rule's `block`) on the rule and its parents for these identifiers. */
+  blocks: InspectedBlock[]
+}
+
+export interface InspectedBlock {
+  rule: string
+  identifier: string
+  /** When the block ends, ms since the Unix epoch. */
+  untilMs: number
+  key: string
 }
 
 export interface InspectedWindow {
@@ -52,12 +62,24 @@ async function inspected(session: Session, name: string, identifiers: string[]):
   // Cost 0: the windows as they stand, not as one more unit would leave them; a peek writes nothing.
   const decision = limiterAnswer(await limiter.peek(name, identifiers, { cost: 0, onStoreError: 'deny' }))
   const rules = limiter.rules
-  const keyOf = (rule: Rule, identifier: string) =>
-    store.keyOf({ rule: rule.stateName, algorithm: rule.algorithm, windows: rule.windows, identifier })
+  // The state of the rule's windows, or of an override's for that identifier.
+  const keyOf = (rule: Rule, identifier: string) => store.keyOf(targetsOf([rule], identifier)[0] as StoreTarget)
   const { client } = await session.redis()
   const keys = [...new Set(decision.windows.map((w) => keyOf(rules.get(w.rule) as Rule, w.identifier)))]
   const ttls = new Map(await Promise.all(keys.map(async (key) => [key, await client.pttl(key)] as const)))
+  const blocks = await blocksInForce(
+    client,
+    decision.nowMs,
+    uniquePairs(decision.windows)
+      .filter(({ rule }) => rules.get(rule)?.block !== undefined)
+      .map(({ rule, identifier }) => ({
+        rule,
+        identifier,
+        key: `${keyOf(rules.get(rule) as Rule, identifier)}:block`,
+      })),
+  )
   return {
+    blocks,
     rule: name,
     source: set.source,
     epoch: set.epoch,
@@ -80,6 +102,26 @@ async function inspected(session: Session, name: string, identifiers: string[]):
       }
     }),
   }
+}
+
+function uniquePairs(windows: ReadonlyArray<{ rule: string; identifier: string }>) {
+  const seen = new Map<string, { rule: string; identifier: string }>()
+  for (const { rule, identifier } of windows) seen.set(`${rule}\n${identifier}`, { rule, identifier })
+  return [...seen.values()]
+}
+
+async function blocksInForce(
+  client: { get(key: string): Promise<string | null> },
+  nowMs: number,
+  candidates: ReadonlyArray<{ rule: string; identifier: string; key: string }>,
+): Promise<InspectedBlock[]> {
+  const blocks: InspectedBlock[] = []
+  for (const candidate of candidates) {
+    const text = await client.get(candidate.key)
+    const state = text === null ? undefined : decodeLockoutState(text)
+    if (state !== undefined && state.until > nowMs) blocks.push({ ...candidate, untilMs: state.until })
+  }
+  return blocks
 }
 
 function render(session: Session, result: InspectResult): string {
@@ -108,7 +150,12 @@ function render(session: Session, result: InspectResult): string {
     ],
     result.windows,
   )
-  return `${heading}\n${rows}`
+  const blocks = result.blocks.map((block) =>
+    color.red(
+      `blocked: ${block.rule} for ${block.identifier} until ${isoTime(block.untilMs)} (in ${span(block.untilMs - result.nowMs)})`,
+    ),
+  )
+  return [heading, rows, ...blocks].join('\n')
 }
 
 function ttlText(ttlMs: number | null): string {

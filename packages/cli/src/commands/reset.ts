@@ -1,3 +1,4 @@
+import { targetsOf } from '@tollgate/core'
 import type { CommandModule } from '../command.js'
 import { ruleNamed } from '../rule-named.js'
 import type { Session } from '../session.js'
@@ -29,11 +30,8 @@ export const reset: CommandModule = {
           const { limiter, store } = set.limiter()
           const rule = ruleNamed(limiter.rules, name)
           const chain = parents ? rule.chain : [rule]
-          const keys = chain.flatMap((link) =>
-            identifiers.map((identifier) =>
-              store.keyOf({ rule: link.stateName, algorithm: link.algorithm, windows: link.windows, identifier }),
-            ),
-          )
+          // What the limiter's reset forgets: each rule's identifiers of its kinds, with an override's windows where one applies.
+          const keys = targetsOf(chain, identifiers).map((target) => store.keyOf(target))
           const who = identifiers.join(', ')
           const rules = chain.map((link) => link.name)
           await session.confirm(

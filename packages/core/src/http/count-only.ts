@@ -1,29 +1,15 @@
 import type { Limiter } from '../limiter/limiter.js'
 import type { DecisionOptions } from '../store-calls/decision-options.js'
 import { describeValue, TollgateConfigError } from '../support/errors.js'
+import type { ObservedResponse } from './observed-response.js'
 import type { RateLimitOptions, ResponseOutcome } from './rate-limit-options.js'
-
-/**
- * The part of Node's `ServerResponse` that tells how a response ended. Express's `res`,
- * Fastify's `reply.raw` and Koa's `ctx.res` are all one, so the outcome is read the same way
- * whatever the framework, after its error handling has set the status it sends. An adapter with
- * no Node response hands an object of its own that emits the same events: `@tollgate/hono`'s
- * emits `finish` with the status Hono's handlers answered with, or `close` alone when the
- * request's signal aborts first.
- */
-export interface ObservedResponse {
-  readonly statusCode: number
-  /** True once the app has ended the response, even if the client left before it was delivered. */
-  readonly writableEnded: boolean
-  once(event: 'finish' | 'close', listener: () => void): unknown
-}
 
 /**
  * Calls `then` once, with the status sent, or undefined when the connection closed before the
  * app ended the response. `finish` comes first when a response completes; `close` alone means
  * the client went away (Fastify's `onResponse` never runs then, which is why this listens here).
  */
-function whenAnswered(response: ObservedResponse, then: (status: number | undefined) => void): void {
+export function whenAnswered(response: ObservedResponse, then: (status: number | undefined) => void): void {
   let answered = false
   const settle = () => {
     if (answered) return

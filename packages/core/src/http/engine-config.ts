@@ -1,20 +1,24 @@
 import { randomBytes } from 'node:crypto'
 import { createLimiter, type Limiter } from '../limiter/limiter.js'
+import type { Reservation } from '../limiter/reservation.js'
 import type { WarningHandler } from '../rules/rules.js'
 import { storeErrorPolicyOf } from '../rules/store-error-policy.js'
 import type { DecisionOptions } from '../store-calls/decision-options.js'
 import { storeTimeoutOf } from '../store-calls/store-wait.js'
 import { describeValue, TollgateConfigError } from '../support/errors.js'
 import { MIDDLEWARE_FOREIGN_OPTIONS } from '../support/foreign-options.js'
+import { ignoredWarningsOf, withoutIgnored } from '../support/ignored-warnings.js'
 import { checkOptionsObject, type OptionKeys } from '../support/option-objects.js'
 import { processWarning } from '../support/process-warning.js'
 import type { AddressFallback } from './client-address.js'
-import { type Charge, chargeSettler, countOnlyOf, type ObservedResponse } from './count-only.js'
+import { type Charge, chargeSettler, countOnlyOf } from './count-only.js'
 import { HEADERS_FORMATS, type HeaderOptions, QUOTA_UNITS } from './headers.js'
+import type { ObservedResponse } from './observed-response.js'
 import { type MaybePromise, RATE_LIMIT_OPTION_KEYS, type RateLimitOptions } from './rate-limit-options.js'
 import { inlineRuleName } from './rule-names.js'
+import { costSettler, settleOf } from './settled-cost.js'
 import type { UnusableIdentifier } from './usable-identifiers.js'
-import { ADDRESS_FALLBACK, UNUSABLE_IDENTIFIER } from './warnings.js'
+import { ADDRESS_FALLBACK, RATE_LIMIT_WARNING_CODES, UNUSABLE_IDENTIFIER } from './warnings.js'
 
 /**
  * An HTTP engine's options, checked once when it is built (every error names the option and the
@@ -46,8 +50,14 @@ export interface EngineConfig<Req> {
   readonly fixedCostOptions: DecisionOptions | undefined
   /** Gives a `countOnly` charge back once the response shows it should not count. */
   readonly settleCharge: ((response: ObservedResponse | undefined, charge: Charge<Req>) => void) | undefined
+  /** Settles a request's reservation with the cost `settle` says, once the response is done; undefined without `settle`. */
+  readonly settleCost:
+    | ((response: ObservedResponse | undefined, request: Req, reservation: Reservation) => void)
+    | undefined
   /** Each warning once per engine: they describe the set-up, which one request shows as well as a million. */
   readonly warnOnce: (key: string, message: string, code: string) => void
+  /** The codes of `ignoreWarnings`: `warnOnce` drops them, and what only watches for one can skip watching. */
+  readonly ignoredWarnings: ReadonlySet<string>
   readonly onAddressFallback: (how: AddressFallback) => void
   readonly onUnusable: (why: UnusableIdentifier) => void
 }
@@ -65,7 +75,8 @@ export function engineConfigOf<Req>(
   checkOptionsObject(raw, knownOptions(adapterOptions), 'rate limit options', {
     foreign: MIDDLEWARE_FOREIGN_OPTIONS,
   })
-  const onWarning = optionalFunction(options, 'onWarning') ?? processWarning
+  const ignoredWarnings = ignoredWarningsOf(options.ignoreWarnings, RATE_LIMIT_WARNING_CODES, 'option')
+  const onWarning = withoutIgnored(optionalFunction(options, 'onWarning') ?? processWarning, ignoredWarnings)
   const warnOnce = onceEach(onWarning)
   const identify = optionalFunction(options, 'identify')
   const skip = optionalFunction(options, 'skip')
@@ -73,6 +84,7 @@ export function engineConfigOf<Req>(
   const problem = optionalFunction(options, 'problem')
   const refusal = optionalFunction(options, 'refusal')
   const countOnly = countOnlyOf(options.countOnly)
+  const settle = settleOf(options)
   const cost = options.cost ?? 1
   if (typeof cost !== 'function' && (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0)) {
     throw new TollgateConfigError(
@@ -106,6 +118,12 @@ export function engineConfigOf<Req>(
       : Object.freeze({ ...decisionDefaults, cost })
   // Last, once every other option is known good: it may start a store's timers.
   const { limiter, rule, owned } = limiterOf(options, onWarning)
+  if (settle !== undefined && limiter.store.chargesOverLimits !== true) {
+    if (owned) void limiter.close()
+    throw new TollgateConfigError(
+      "option settle needs a store that charges over a limit (MemoryStore, RedisStore); the limiter's does not",
+    )
+  }
   return {
     options,
     limiter,
@@ -122,7 +140,9 @@ export function engineConfigOf<Req>(
     decisionDefaults,
     fixedCostOptions,
     settleCharge: countOnly && chargeSettler(countOnly, limiter, storeTimeout, warnOnce),
+    settleCost: settle && costSettler(settle, warnOnce),
     warnOnce,
+    ignoredWarnings,
     onAddressFallback: (how) => warnOnce(how, ADDRESS_FALLBACK[how], 'TG_UNPARSEABLE_CLIENT_ADDRESS'),
     onUnusable: (why) => warnOnce(why, UNUSABLE_IDENTIFIER[why], 'TG_UNUSABLE_IDENTIFIER'),
   }

@@ -1,5 +1,5 @@
-import { identifierKind } from '../identifiers/kind.js'
 import type { Decision } from '../rules/decision.js'
+import { identifierKind } from '../rules/identifier-kind.js'
 import { tightestPerPolicy } from './headers.js'
 import { policyName } from './policy-name.js'
 import { retryAfterSeconds } from './retry-after.js'

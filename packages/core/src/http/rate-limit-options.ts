@@ -6,7 +6,9 @@ import type { StoreErrorPolicy } from '../rules/store-error-policy.js'
 import type { Store } from '../stores/store.js'
 import { type OptionKeys, optionKeys } from '../support/option-objects.js'
 import type { HeadersFormat, QuotaUnit } from './headers.js'
+import type { ObservedResponse } from './observed-response.js'
 import type { ProblemDetails } from './problem.js'
+import type { RateLimitWarningCode } from './warnings.js'
 
 /** What an adapter knows of the client before `identify` runs. */
 export interface ClientView {
@@ -134,6 +136,19 @@ export interface RateLimitOptions<Req> {
    */
   countOnly?: 'failures' | 'successes' | ((outcome: ResponseOutcome<Req>) => MaybePromise<boolean>)
   /**
+   * The request's actual cost, known once its response is done (an LLM's tokens, a chunked
+   * upload's bytes): the request is charged `cost` as an estimate when it arrives
+   * (`limiter.reserve`), then the actual cost once the response has finished or the client went
+   * away: the difference is given back when less, charged when more, whether it fits or not (debt
+   * that later requests wait out). A function that throws or returns no non-negative integer, or
+   * a store that fails, leaves the estimate charged, with a warning (`TG_SETTLE_FAILED`, once); it
+   * never fails a response. Not with `countOnly` (return 0 to give a charge back). Needs a store
+   * that charges over a limit (MemoryStore, RedisStore).
+   * @default undefined (the cost charged when the request arrives is final)
+   * @example (req, res) => res.locals.tokens
+   */
+  settle?: (request: Req, response: ObservedResponse) => MaybePromise<number>
+  /**
    * Which rate limit header fields to send, or `false` for none (`Retry-After` is still sent on
    * refusals): `'draft-10'`, `'draft-8'` (the same fields, by express-rate-limit's name for them),
    * `'draft-7'`, `'draft-6'` or `'legacy'` (`X-RateLimit-*`).
@@ -176,10 +191,19 @@ export interface RateLimitOptions<Req> {
    * connecting peer's), `TG_NO_CLIENT_ADDRESS`, `TG_UNPARSEABLE_CLIENT_ADDRESS`,
    * `TG_UNUSABLE_IDENTIFIER`, `TG_REFUND_FAILED` (`countOnly` could not give a charge back),
    * `TG_RULE_APPLIED_TWICE` (a second middleware applied this rule to a request this limiter had
-   * charged already), and the limiter's own.
+   * charged already), `TG_LIMITER_PER_REQUEST` (a middleware made in the request handler, for
+   * each request), and the limiter's own (`TG_RULE_NAME_CLASH`…).
    * @default process.emitWarning
    */
   onWarning?: WarningHandler
+  /**
+   * Warnings to leave out, by code (docs/errors.md): those of this middleware and of the limiter
+   * it makes from `rules` or `windows` (a `limiter` given has its own `ignoreWarnings`). The others
+   * still reach `onWarning`. A code it never emits is a `TG_CONFIG` error.
+   * @default []
+   * @example ['TG_UNTRUSTED_FORWARDED_FOR']
+   */
+  ignoreWarnings?: readonly RateLimitWarningCode[]
 }
 
 export const RATE_LIMIT_OPTION_KEYS: OptionKeys<RateLimitOptions<unknown>> = optionKeys<RateLimitOptions<unknown>>({
@@ -194,6 +218,7 @@ export const RATE_LIMIT_OPTION_KEYS: OptionKeys<RateLimitOptions<unknown>> = opt
   cost: true,
   skip: true,
   countOnly: true,
+  settle: true,
   headers: true,
   quotaUnit: true,
   partitionKey: true,
@@ -204,4 +229,5 @@ export const RATE_LIMIT_OPTION_KEYS: OptionKeys<RateLimitOptions<unknown>> = opt
   onStoreError: true,
   storeTimeoutMs: true,
   onWarning: true,
+  ignoreWarnings: true,
 })

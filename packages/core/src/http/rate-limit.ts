@@ -1,13 +1,15 @@
 import { consumeNowOf, isThenable, promised } from '../limiter/consume-now.js'
 import type { Limiter } from '../limiter/limiter.js'
+import type { Reservation } from '../limiter/reservation.js'
 import type { Decision } from '../rules/decision.js'
 import type { DecisionOptions } from '../store-calls/decision-options.js'
 import { describeValue, TollgateError } from '../support/errors.js'
 import { appliedBefore, rememberApplied } from './applied-rules.js'
 import { clientAddressIdentifier } from './client-address.js'
-import type { ObservedResponse } from './count-only.js'
 import { type EngineConfig, engineConfigOf } from './engine-config.js'
 import { rateLimitHeaders } from './headers.js'
+import { type RequestWatch, watchFirstRequest } from './made-per-request.js'
+import type { ObservedResponse } from './observed-response.js'
 import {
   overloadedProblem,
   type ProblemDetails,
@@ -28,6 +30,7 @@ import { usableIdentifiers } from './usable-identifiers.js'
 import {
   appliedTwice,
   FORWARDED_FOR_UNUSED,
+  LIMITER_PER_REQUEST,
   NO_ADDRESS,
   NO_CLIENT_ADDRESS,
   UNTRUSTED_FORWARDED_FOR,
@@ -115,8 +118,11 @@ export function createRateLimit<Req>(
   adapterOptions: readonly string[] = [],
 ): RateLimit<Req> {
   const config = engineConfigOf(options, adapterOptions)
-  const engine = new HttpEngine(config)
-  const { limiter, rule, owned } = config
+  const { limiter, rule, owned, warnOnce, ignoredWarnings } = config
+  const firstRequest = ignoredWarnings.has('TG_LIMITER_PER_REQUEST')
+    ? undefined
+    : watchFirstRequest(rule, () => warnOnce('per-request', LIMITER_PER_REQUEST, 'TG_LIMITER_PER_REQUEST'))
+  const engine = new HttpEngine(config, firstRequest?.watch)
   const checkNow = (request: Req, view: RequestView) => engine.checkNow(request, view)
   return {
     options,
@@ -124,7 +130,10 @@ export function createRateLimit<Req>(
     rule,
     checkNow,
     check: (request, view) => promised(checkNow(request, view)),
-    close: () => (owned ? limiter.close() : Promise.resolve()),
+    close: () => {
+      firstRequest?.closed()
+      return owned ? limiter.close() : Promise.resolve()
+    },
   }
 }
 
@@ -136,6 +145,8 @@ interface RequestCheck<Req> {
   identifiers: string | readonly string[]
   decision: Decision
   headers: Record<string, string>
+  /** With `settle`: what the request's estimate was charged as, to settle once the response is done. */
+  reservation?: Reservation
 }
 
 /**
@@ -148,12 +159,17 @@ interface RequestCheck<Req> {
 class HttpEngine<Req> {
   private readonly consumeNow: ReturnType<typeof consumeNowOf>
 
-  constructor(private readonly config: EngineConfig<Req>) {
+  constructor(
+    private readonly config: EngineConfig<Req>,
+    /** Looks at the first requests for a middleware made per request (made-per-request.ts); undefined once done. */
+    private watch: RequestWatch | undefined,
+  ) {
     this.consumeNow = consumeNowOf(config.limiter)
   }
 
   checkNow(request: Req, view: RequestView): MaybePromise<RateLimitVerdict> {
     try {
+      if (this.watch !== undefined) this.watch = this.watch(request)
       const { skip } = this.config
       if (!skip) return this.chooseRule(request, view)
       const skipped = skip(request)
@@ -252,6 +268,12 @@ class HttpEngine<Req> {
   }
 
   private consumed(check: RequestCheck<Req>, options: DecisionOptions | undefined): MaybePromise<RateLimitVerdict> {
+    if (this.config.settleCost !== undefined) {
+      return this.config.limiter.reserve(check.rule, check.identifiers, options).then((reservation) => {
+        check.reservation = reservation
+        return this.decided(check, reservation.decision)
+      })
+    }
     const decision = this.consumeNow(check.rule, check.identifiers, options)
     if (decision instanceof Promise) return decision.then((decided) => this.decided(check, decided))
     return this.decided(check, decision)
@@ -280,6 +302,10 @@ class HttpEngine<Req> {
       if (settleCharge && decision.reason === 'ok' && decision.cost > 0) {
         const { request, rule, identifiers } = check
         settleCharge(check.view.response, { request, rule, identifiers, cost: decision.cost })
+      }
+      const { settleCost } = this.config
+      if (settleCost && check.reservation && decision.reason === 'ok') {
+        settleCost(check.view.response, check.request, check.reservation)
       }
       return { action: 'continue', headers, decision }
     }

@@ -1,3 +1,4 @@
+import { viewsStateOf } from '../limiter/rule-name-clash.js'
 import type { Store } from '../stores/store.js'
 import { TollgateConfigError } from '../support/errors.js'
 import { MIDDLEWARE_FOREIGN_OPTIONS } from '../support/foreign-options.js'
@@ -63,5 +64,7 @@ function sharedStore(store: Store): Store {
   if (evaluateInto) shared.evaluateInto = evaluateInto
   const recentError = store.recentError?.bind(store)
   if (recentError) shared.recentError = recentError
+  // Its rules share the app's keys: a rule of the app's name with other limits clashes there.
+  viewsStateOf(shared, store)
   return shared
 }

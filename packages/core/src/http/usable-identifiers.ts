@@ -1,4 +1,4 @@
-import { identifierKind } from '../identifiers/kind.js'
+import { identifierKind } from '../rules/identifier-kind.js'
 import { MAX_IDENTIFIER_LENGTH } from '../rules/keys.js'
 import { textDigest } from '../support/digest.js'
 

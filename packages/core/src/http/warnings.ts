@@ -1,7 +1,27 @@
+import { LIMITER_WARNING_CODES } from '../limiter/limiter-warnings.js'
 import type { AddressFallback } from './client-address.js'
 import type { UnusableIdentifier } from './usable-identifiers.js'
 
 /** What the HTTP engine warns of, once per engine each: the set-up, seen in the requests it gets. */
+
+/**
+ * The warnings a middleware gives its `onWarning`, by code (docs/errors.md): its own and those of
+ * the limiter it makes from `rules` or `windows`; what its `ignoreWarnings` option may name.
+ */
+export const RATE_LIMIT_WARNING_CODES = [
+  'TG_UNTRUSTED_FORWARDED_FOR',
+  'TG_FORWARDED_FOR_UNUSED',
+  'TG_NO_CLIENT_ADDRESS',
+  'TG_UNPARSEABLE_CLIENT_ADDRESS',
+  'TG_UNUSABLE_IDENTIFIER',
+  'TG_REFUND_FAILED',
+  'TG_SETTLE_FAILED',
+  'TG_RULE_APPLIED_TWICE',
+  'TG_LIMITER_PER_REQUEST',
+  ...LIMITER_WARNING_CODES,
+] as const
+
+export type RateLimitWarningCode = (typeof RATE_LIMIT_WARNING_CODES)[number]
 
 /** The identifier every request without a client address shares. */
 export const NO_ADDRESS = 'ip:unknown'
@@ -25,6 +45,9 @@ export const UNUSABLE_IDENTIFIER: Readonly<Record<UnusableIdentifier | 'threw', 
   none: "identify returned no usable identifier; the request is counted for the client's address",
   threw: "identify threw a TollgateArgumentError; the request is counted for the client's address",
 }
+
+export const LIMITER_PER_REQUEST =
+  'a rate limit middleware is made for each request, as in app.use((req, res, next) => rateLimit(options)(req, res, next)): every request builds one, its options checked again and, from rules or windows, a limiter of its own, whose in-memory counts start from nothing each time, so nothing is limited unless the store is shared; make the middleware once, as the app starts, and use that one for every request (and give a check by hand the same route options object each time). Tests that make an app each, send it a single request in the process and never close it can look the same: ignore the code there (ignoreWarnings)'
 
 /** The route as the path asked for: a query string may carry tokens, which have no place in a log. */
 export function appliedTwice(

@@ -1,7 +1,14 @@
 import type { LiveRules } from '../live-rules/live-rules.js'
 import { LiveRuleSet } from '../live-rules/rule-set.js'
 import { type LiveRulesSource, liveSourceOf } from '../live-rules/source.js'
-import { type LiveResolution, type Rule, type RulesOptions, resolveRules, type WarningHandler } from '../rules/rules.js'
+import {
+  type LiveResolution,
+  type Rule,
+  type RulesOptions,
+  resolveRules,
+  type WarningHandler,
+  type Window,
+} from '../rules/rules.js'
 import { type StoreErrorPolicy, storeErrorPolicyOf } from '../rules/store-error-policy.js'
 import { type BreakerSettings, breakerSettingsOf, type CircuitBreakerOptions } from '../store-calls/circuit-breaker.js'
 import type { CallSettings } from '../store-calls/decision-options.js'
@@ -11,8 +18,11 @@ import { storeTimeoutOf } from '../store-calls/store-wait.js'
 import type { Store } from '../stores/store.js'
 import { describeValue, TollgateConfigError } from '../support/errors.js'
 import { LIMITER_FOREIGN_OPTIONS } from '../support/foreign-options.js'
+import { ignoredWarningsOf, withoutIgnored } from '../support/ignored-warnings.js'
 import { checkOptionsObject, optionKeys } from '../support/option-objects.js'
 import { processWarning } from '../support/process-warning.js'
+import { LIMITER_WARNING_CODES, type LimiterWarningCode } from './limiter-warnings.js'
+import { warnOfClashes } from './rule-name-clash.js'
 
 export interface LimiterOptions<Rules extends RulesOptions | LiveRules = RulesOptions> {
   /**
@@ -33,10 +43,20 @@ export interface LimiterOptions<Rules extends RulesOptions | LiveRules = RulesOp
    * Receives warnings, each with a code: a window that can never bind (`TG_WINDOW_NEVER_BINDS`),
    * a period under a second given as a number of milliseconds (`TG_PERIOD_IN_MS`), decisions
    * failing open while the store fails and nothing listens to `store-error`
-   * (`TG_STORE_FAILING_OPEN`), and the store answering again after that (`TG_STORE_RECOVERED`).
+   * (`TG_STORE_FAILING_OPEN`), and the store answering again after that (`TG_STORE_RECOVERED`),
+   * decisions refused for a full backlog (`TG_BACKLOG_FULL`), and a rule that another limiter on
+   * the same store object keeps under the same name, algorithm and periods with other limits,
+   * sharing its keys (`TG_RULE_NAME_CLASH`).
    * @default process.emitWarning
    */
   onWarning?: WarningHandler
+  /**
+   * Warnings to leave out, by code (docs/errors.md); the others still reach `onWarning`. A code a
+   * limiter never emits is a `TG_CONFIG` error.
+   * @default []
+   * @example createLimiter({ rules, store, ignoreWarnings: ['TG_RULE_NAME_CLASH'] })
+   */
+  ignoreWarnings?: readonly LimiterWarningCode[]
   /**
    * What `consume` and `peek` answer when the store fails or does not answer within
    * `storeTimeoutMs`: `'allow'` (fail open, reason `store-error-allowed`), `'deny'` (fail
@@ -125,6 +145,7 @@ const OPTION_KEYS = optionKeys<LimiterOptions>({
   store: true,
   rules: true,
   onWarning: true,
+  ignoreWarnings: true,
   onStoreError: true,
   storeTimeoutMs: true,
   breaker: true,
@@ -144,6 +165,8 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
   if (typeof onWarning !== 'function') {
     throw new TollgateConfigError(`createLimiter option onWarning must be a function, got ${describeValue(onWarning)}`)
   }
+  const ignored = ignoredWarningsOf(options.ignoreWarnings, LIMITER_WARNING_CODES, 'createLimiter option')
+  const notify = withoutIgnored(onWarning as WarningHandler, ignored)
   if (store !== undefined && !isStore(store)) {
     throw new TollgateConfigError(
       `createLimiter option store must be a Store such as new RedisStore({ client }), got ${describeValue(store)}`,
@@ -172,13 +195,15 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
   const warned = new Set<string>()
   const warn: WarningHandler = (message, code) => {
     warned.add(message)
-    ;(onWarning as WarningHandler)(message, code)
+    notify(message, code)
   }
   const resolve = (rules: unknown, warnWith: WarningHandler, live?: LiveResolution): ActiveRules => {
     // A live rule set resolves again, and searches again, only the rules its change touched.
     const resolved =
       rules instanceof LiveRuleSet ? rules.resolve(warnWith, dryRun) : resolveRules(rules, warnWith, dryRun, live)
     if (store !== undefined) checkAlgorithmsSupported(store, resolved)
+    if (store !== undefined) checkBlocksHeld(store, resolved)
+    if (store !== undefined) warnOfClashes(store, resolved, liveSourceOf(options.rules), warnWith)
     const shedding =
       rules instanceof LiveRuleSet ? rules.rulesWhere(sheds) : new Set([...resolved.values()].filter(sheds))
     return {
@@ -196,7 +221,7 @@ export function limiterConfigOf(raw: unknown): LimiterConfig {
     active,
     live,
     resolve,
-    onWarning: onWarning as WarningHandler,
+    onWarning: notify,
     warned,
     breaker,
     backlog,
@@ -210,12 +235,25 @@ function sheds(rule: Rule): boolean {
 }
 
 function hasLowBurst(rule: Rule): boolean {
-  return rule.windows.some((window) => window.lowBurst !== undefined)
+  const shedding = (windows: readonly Window[]) => windows.some((window) => window.lowBurst !== undefined)
+  return shedding(rule.windows) || (rule.overrides?.list.some((override) => shedding(override.windows)) ?? false)
 }
 
 function isStore(value: unknown): value is Store {
   const store = value as Partial<Store> | null
   return typeof store?.evaluate === 'function' && typeof store.reset === 'function'
+}
+
+/** A rule's `block` needs a store that keeps blocks (MemoryStore, RedisStore): on another, it is refused here, by name. */
+function checkBlocksHeld(store: Store, rules: ReadonlyMap<string, Rule>): void {
+  if (store.holdsBlocks === true) return
+  for (const rule of rules.values()) {
+    if (rule.block !== undefined) {
+      throw new TollgateConfigError(
+        `rule '${rule.name}': block cannot run on ${storeName(store)}, which keeps no blocks; use a RedisStore or a MemoryStore for this rule's limiter`,
+      )
+    }
+  }
 }
 
 /** A store that decides only some algorithms (a HybridStore: no sliding log) refuses the others' rules here, by name. */
@@ -231,7 +269,8 @@ function checkAlgorithmsSupported(store: Store, rules: ReadonlyMap<string, Rule>
   }
 }
 
-function storeName(store: Store): string {
+/** A store as errors name it: its class, or 'this store'. */
+export function storeName(store: Store): string {
   const name = (store as { constructor?: { name?: unknown } }).constructor?.name
   return typeof name === 'string' && name !== '' && name !== 'Object' ? name : 'this store'
 }

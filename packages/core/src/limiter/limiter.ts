@@ -15,9 +15,19 @@ import { type Identifiers, identifiersOf, planOf, ruleOf, targetsOf } from '../s
 import { type LimiterEvents, StoreCaller } from '../store-calls/store-caller.js'
 import { MemoryStore } from '../stores/memory/memory-store.js'
 import type { Store, StoreOperation } from '../stores/store.js'
-import { TollgateError } from '../support/errors.js'
+import { TollgateConfigError, TollgateError } from '../support/errors.js'
 import { CONSUME_NOW, type ConsumeNow, promised } from './consume-now.js'
-import { type ActiveRules, type LimiterConfig, type LimiterOptions, limiterConfigOf } from './limiter-config.js'
+import {
+  type ActiveRules,
+  type LimiterConfig,
+  type LimiterOptions,
+  limiterConfigOf,
+  storeName,
+} from './limiter-config.js'
+import { type Reservation, reservationOf, writeOptionsOf } from './reservation.js'
+import { holdRules } from './rule-name-clash.js'
+import type { WaitOptions } from './wait-options.js'
+import { Waits } from './waits.js'
 
 /**
  * `Name` is the rule names the limiter holds: those of a literal `rules` object, so that a
@@ -35,7 +45,26 @@ export interface Limiter<Name extends string = string> extends EventEmitter<Limi
    * its parents' too. Store failures reject (code `TG_STORE`).
    */
   reset(rule: Name, identifiers: string | readonly string[], options?: ResetOptions): Promise<void>
-  /** Refuses new calls, waits for those in flight, then closes the store. */
+  /**
+   * Waits until the units fit, then charges them: resolves with the allowed decision of that
+   * `consume`. Waits for the same rule and identifiers are served first come first served, in
+   * this process. Rejects with `TG_WAIT_TIMEOUT` once `maxWaitMs` has passed (at once when the
+   * store says the units fit only later), `TG_ABORTED` when `signal` aborts, `TG_CLOSED` on
+   * `close()`, `TG_INVALID_ARGUMENT` at once for a cost above a window's limit, and with the
+   * store's failure (`TG_STORE`) when the failure policy refuses (`'deny'`).
+   * @example const decision = await limiter.wait('github.api', 'app:42', { maxWaitMs: 60_000 })
+   */
+  wait(rule: Name, identifiers: string | readonly string[], options?: WaitOptions): Promise<Decision>
+  /**
+   * Charges an estimate (`cost`, default 1) for a cost known only later, as `consume` charges it,
+   * and resolves with the reservation: its decision, and `settle(actualCost)` to charge the actual
+   * cost instead (above the estimate, whether it fits or not) or `cancel()` to give it back,
+   * each once. Needs a store with `chargesOverLimits` (MemoryStore, RedisStore); rejects with
+   * `TG_CONFIG` on another.
+   * @example const reservation = await limiter.reserve('llm.tokens', 'org:acme', { cost: 2_000 })
+   */
+  reserve(rule: Name, identifiers: string | readonly string[], options?: DecisionOptions): Promise<Reservation>
+  /** Refuses new calls, ends pending waits, waits for the calls in flight, then closes the store. */
   close(): Promise<void>
   /**
    * Shows every `consume` decision and every store failure to `observer` from now on, such as a
@@ -111,6 +140,12 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
   Object.defineProperty(events, 'rules', { get: () => active.rules, enumerable: true })
   const consumeNow: ConsumeNow = (rule, identifiers, options) => decide('consume', rule, identifiers, options)
   Object.defineProperty(events, CONSUME_NOW, { value: consumeNow })
+  const waits = new Waits({
+    active: () => active,
+    callDefaults,
+    consume: consumeNow,
+    refund: (rule, identifiers, options) => promised(decide('refund', rule, identifiers, options)),
+  })
   const limiter: Limiter = Object.assign(
     events as EventEmitter<LimiterEvents> & {
       readonly breakerState: BreakerChange['state']
@@ -137,13 +172,29 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
         }
         return caller.reset(targetsOf(chain, ids), config.storeTimeoutMs)
       },
+      wait: (rule: string, identifiers: string | readonly string[], options?: WaitOptions) =>
+        waits.wait(rule, identifiers, options),
+      async reserve(rule: string, identifiers: string | readonly string[], options?: DecisionOptions) {
+        if (store.chargesOverLimits !== true) {
+          throw new TollgateConfigError(
+            `limiter.reserve needs a store that charges over a limit (MemoryStore, RedisStore); ${storeName(store)} does not`,
+          )
+        }
+        const decision = await promised(decide('consume', rule, identifiers, options))
+        return reservationOf(decision, decision.cost, {
+          refund: (cost) => promised(decide('refund', rule, identifiers, writeOptionsOf(options, cost))),
+          charge: (cost) => promised(decide('charge', rule, identifiers, writeOptionsOf(options, cost))),
+        })
+      },
       close: () => {
+        waits.close()
         unfollow()
         return caller.close()
       },
       observe: (observer: DecisionObserver) => caller.observers.add(observer),
     },
   )
+  holdRules(store, limiter, { rules: () => active.rules, closed: () => caller.closing, live })
   return limiter
 }
 

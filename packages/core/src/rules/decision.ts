@@ -5,6 +5,9 @@ import type { TollgateError } from '../support/errors.js'
  * - `limited`: at least one window refused; nothing was charged.
  * - `shed`: every window had room, but a window with `lowBurst` shed the request (see the
  *   README's "Shedding"); nothing was charged, and the shedding windows are `failed`.
+ * - `blocked`: the identifier is blocked (a rule's `block`): by a block in force, or by one this
+ *   refusal started; nothing was charged, `retryAfterMs` runs until the block ends, and the
+ *   window whose refusals started it is `failed`.
  * - `dry-run`: a window refused or shed, but the decision was in dry run (its call's `dryRun`,
  *   else its rule's, else the limiter's), so it lets the request through (`retryAfterMs` 0) and
  *   charges nothing; `windows` still say which window refused or shed.
@@ -24,6 +27,7 @@ export type DecisionReason =
   | 'ok'
   | 'limited'
   | 'shed'
+  | 'blocked'
   | 'dry-run'
   | 'store-error-allowed'
   | 'store-error-denied'

@@ -6,10 +6,13 @@ import { describeValue, TollgateConfigError } from '../support/errors.js'
 import { checkOptionsObject, isPlainObject, optionKeys, rejectUnknownKeys } from '../support/option-objects.js'
 import type { RuleOptions, RulesOptions } from './rules.js'
 
+type RulesFileWindows = ReadonlyArray<{ limit: number; period: number | string; lowBurst?: number }>
+
 /** One item of a rules file's `limits`: a rule, its windows under `config`, periods in seconds. */
-interface RulesFileLimit extends Omit<RuleOptions, 'windows'> {
+interface RulesFileLimit extends Omit<RuleOptions, 'windows' | 'overrides'> {
   name: string
-  config: ReadonlyArray<{ limit: number; period: number | string; lowBurst?: number }>
+  config: RulesFileWindows
+  overrides?: Readonly<Record<string, { config: RulesFileWindows }>>
 }
 
 const LIMIT_KEYS = optionKeys<RulesFileLimit>({
@@ -19,7 +22,11 @@ const LIMIT_KEYS = optionKeys<RulesFileLimit>({
   parent: true,
   onStoreError: true,
   dryRun: true,
+  by: true,
+  overrides: true,
+  block: true,
 })
+const OVERRIDE_KEYS = optionKeys<{ config: RulesFileWindows }>({ config: true })
 const WINDOW_KEYS = optionKeys<RulesFileLimit['config'][number]>({ limit: true, period: true, lowBurst: true })
 
 /**
@@ -38,6 +45,16 @@ const WINDOW_KEYS = optionKeys<RulesFileLimit['config'][number]>({ limit: true, 
  *   - name: search
  *     config:
  *       - { limit: 100, period: 60, lowBurst: 50 }   # optional: shed between 50 and 100 (README, "Shedding")
+ *   - name: org
+ *     by: [org]                   # optional: charged on these identifier kinds only ([]: one count for all)
+ *     config:
+ *       - { limit: 100, period: 60 }
+ *     overrides:                  # optional: other windows for some identifiers, or patterns with *
+ *       'org:acme': { config: [{ limit: 500, period: 60 }] }
+ *   - name: login
+ *     block: { for: 900, after: 3, factor: 2, max: 86400 }   # optional: lockout, durations in seconds
+ *     config:
+ *       - { limit: 5, period: 900 }
  * ```
  * The result is what `createLimiter({ rules })` takes; rule values are checked there.
  */
@@ -59,25 +76,16 @@ export function loadRules(source: string | URL): RulesOptions {
   const rules: Record<string, RuleOptions> = Object.create(null)
   document.limits.forEach((item: unknown, index: number) => {
     const where = `${origin}: limits[${index}]`
-    const { name, config, algorithm, parent, onStoreError, dryRun } = checkOptionsObject(item, LIMIT_KEYS, where)
+    const { name, config, algorithm, parent, onStoreError, dryRun, by, overrides, block } = checkOptionsObject(
+      item,
+      LIMIT_KEYS,
+      where,
+    )
     if (typeof name !== 'string' || name.length === 0) {
       throw new TollgateConfigError(`${where}: name must be a non-empty string, got ${describeValue(name)}`)
     }
     if (Object.hasOwn(rules, name)) throw new TollgateConfigError(`${where}: rule '${name}' is defined twice`)
-    if (!Array.isArray(config)) {
-      throw new TollgateConfigError(
-        `${where} ('${name}'): config must be a list of { limit, period }, got ${describeValue(config)}`,
-      )
-    }
-    const windows = config.map((window: unknown, w: number) => {
-      const at = `${where} ('${name}'), config[${w}]`
-      const { limit, period, lowBurst } = checkOptionsObject(window, WINDOW_KEYS, at, { shape: '{ limit, period }' })
-      return {
-        limit: limit as number,
-        period: secondsToPeriod(period, at),
-        ...(lowBurst === undefined ? {} : { lowBurst: lowBurst as number }),
-      }
-    })
+    const windows = windowsOf(config, `${where} ('${name}')`)
     // Values are checked by createLimiter, which names the rule and window.
     rules[name] = {
       windows,
@@ -85,9 +93,54 @@ export function loadRules(source: string | URL): RulesOptions {
       ...(parent === undefined ? {} : { parent: parent as string }),
       ...(onStoreError === undefined ? {} : { onStoreError: onStoreError as RuleOptions['onStoreError'] }),
       ...(dryRun === undefined ? {} : { dryRun: dryRun as boolean }),
+      ...(by === undefined ? {} : { by: by as string[] }),
+      ...(overrides === undefined ? {} : { overrides: overridesOf(overrides, `${where} ('${name}')`) }),
+      ...(block === undefined ? {} : { block: blockOf(block, `${where} ('${name}'), block`) }),
     }
   })
   return rules
+}
+
+function windowsOf(config: unknown, where: string): RuleOptions['windows'] {
+  if (!Array.isArray(config)) {
+    throw new TollgateConfigError(`${where}: config must be a list of { limit, period }, got ${describeValue(config)}`)
+  }
+  return config.map((window: unknown, w: number) => {
+    const at = `${where}, config[${w}]`
+    const { limit, period, lowBurst } = checkOptionsObject(window, WINDOW_KEYS, at, { shape: '{ limit, period }' })
+    return {
+      limit: limit as number,
+      period: secondsToPeriod(period, at),
+      ...(lowBurst === undefined ? {} : { lowBurst: lowBurst as number }),
+    }
+  })
+}
+
+/** A block's durations in seconds, as periods are; the rest is checked by createLimiter. */
+function blockOf(raw: unknown, where: string): RuleOptions['block'] {
+  if (!isPlainObject(raw)) return raw as RuleOptions['block']
+  const block: Record<string, unknown> = { ...raw }
+  for (const field of ['for', 'max'] as const) {
+    if (block[field] !== undefined) block[field] = secondsToPeriod(block[field], `${where}.${field}`)
+  }
+  return block as unknown as RuleOptions['block']
+}
+
+/** Each override's windows under `config`, as a rule's are; keys are checked by createLimiter. */
+function overridesOf(raw: unknown, where: string): RuleOptions['overrides'] {
+  if (!isPlainObject(raw)) {
+    throw new TollgateConfigError(
+      `${where}: overrides must map identifiers or patterns to { config: [...] }, got ${describeValue(raw)}`,
+    )
+  }
+  // No prototype, so an override keyed '__proto__' is one like any other.
+  const overrides: Record<string, { windows: RuleOptions['windows'] }> = Object.create(null)
+  for (const key of Object.keys(raw)) {
+    const at = `${where}, overrides['${key}']`
+    const { config } = checkOptionsObject(raw[key], OVERRIDE_KEYS, at, { shape: '{ config }' })
+    overrides[key] = { windows: windowsOf(config, at) }
+  }
+  return overrides
 }
 
 /**

@@ -1,55 +1,24 @@
-import { type Duration, parseDuration } from '../support/duration.js'
 import { describeValue, TollgateConfigError } from '../support/errors.js'
 import { checkOptionsObject, isPlainObject, optionKeys } from '../support/option-objects.js'
 import type { WarningHandler } from '../support/process-warning.js'
+import { ALGORITHMS, type AlgorithmName } from './algorithm-name.js'
+import { type BlockOptions, blockOf, type RuleBlock } from './block.js'
+import { chargedByOf } from './charged-by.js'
+import { IdentifierOverrides, type OverridesOptions } from './identifier-overrides.js'
 import { stateNameOf } from './state-name.js'
 import { type StoreErrorPolicy, storeErrorPolicyOf } from './store-error-policy.js'
+import {
+  MAX_WINDOWS_PER_RULE,
+  resolveWindows,
+  type Window,
+  type WindowOptions,
+  warnOnWindowsThatNeverBind,
+} from './windows.js'
 
-/**
- * - `sliding-log`: exact; every admitted unit is remembered until it leaves the longest window.
- * - `fixed-window`: one counter per window, reset at period boundaries aligned to the epoch.
- * - `sliding-window`: current and previous fixed-window counters, the previous one weighted by
- *   how much of it still overlaps the sliding window; O(1) memory, approximate.
- * - `token-bucket`: a bucket of `limit` tokens refilled continuously at `limit` per `period`.
- * - `gcra`: the generic cell rate algorithm (leaky bucket as a meter); admits exactly what a
- *   token bucket of the same limit and period admits.
- */
-export type AlgorithmName = 'sliding-log' | 'fixed-window' | 'sliding-window' | 'token-bucket' | 'gcra'
-
-export const ALGORITHMS: readonly AlgorithmName[] = [
-  'sliding-log',
-  'fixed-window',
-  'sliding-window',
-  'token-bucket',
-  'gcra',
-]
-
-export interface WindowOptions {
-  /**
-   * Units admitted per `period`: requests, or whatever `cost` counts (bytes, tokens…).
-   * @example 20
-   */
-  limit: number
-  /**
-   * The window's length: milliseconds as a number, or a number and a unit, such as `'500ms'`,
-   * `'3s'`, `'1m'`, `'15 minutes'`, `'1h'`, `'1 day'` (see `Duration`). A number is milliseconds
-   * here but seconds in a rules file, so a number under 1000 warns (`TG_PERIOD_IN_MS`): write
-   * `'500ms'` to mean it.
-   * @example '60s'
-   */
-  period: Duration
-  /**
-   * Load shedding between `lowBurst` and `limit`: a request that fits, leaving the window's use
-   * at u units after its cost, is refused with reason `shed` with probability
-   * (u − lowBurst) ÷ (limit − lowBurst) when u > lowBurst, so that a key's admitted rate falls
-   * off linearly as it nears the limit instead of stopping dead there. An integer from 0 to
-   * `limit` − 1. A shed request charges nothing; its `retryAfterMs` is the time until the window's
-   * use after its cost would be back at `lowBurst`. See the README's "Shedding".
-   * @default undefined (no shedding: admitted up to the limit)
-   * @example { limit: 100, period: '1m', lowBurst: 50 }
-   */
-  lowBurst?: number
-}
+export type { BlockOptions, RuleBlock } from './block.js'
+export type { OverrideOptions, OverridesOptions } from './identifier-overrides.js'
+export type { AlgorithmName, Window, WindowOptions }
+export { ALGORITHMS, MAX_WINDOWS_PER_RULE }
 
 export interface RuleOptions {
   /**
@@ -85,16 +54,39 @@ export interface RuleOptions {
    * @example { windows: [{ limit: 100, period: '1m' }], dryRun: true }
    */
   dryRun?: boolean
+  /**
+   * The kinds of identifier the rule is charged on: the part before `:` of `'user:42'`,
+   * `'org:acme'`, `'ip:203.0.113.7'`. A decision charges the rule (as a parent too) only for its
+   * identifiers of these kinds, so that each level of a hierarchy counts its own: a user rule by
+   * `user`, its parent by `org`, theirs by nothing. `[]` is one count every caller shares (a
+   * global limit). A decision that gives none of the kinds fails (`TG_INVALID_ARGUMENT`), since
+   * the rule could not be charged.
+   * @default every identifier the decision gives
+   * @example { windows: [{ limit: 5, period: '1m' }], by: ['org'], parent: 'global' }
+   */
+  by?: readonly string[]
+  /**
+   * Windows that replace the rule's for some identifiers: a paying customer at 5×, a test key at
+   * 1. A key is an identifier (`'org:acme'`) or a pattern where `*` stands for any characters
+   * (`'user:*-test'`). An exact key wins over any pattern; among patterns, the one with the most
+   * characters besides `*` wins, and among those the first listed. Changed by live rules like any
+   * option, they cost a decision no Redis command.
+   * @example { 'org:acme': { windows: [{ limit: 500, period: '1m' }] }, 'user:*-test': { windows: [{ limit: 1, period: '1m' }] } }
+   */
+  overrides?: OverridesOptions
+  /**
+   * Lockout after refusals (brute-force protection): once the rule's windows have refused an
+   * identifier `after` times (each within the rule's longest period of the first), the identifier
+   * is refused for `for` with reason `'blocked'`, whatever its windows hold; `factor` multiplies
+   * the next block of the same identifier while its last is remembered, up to `max`. Checked and
+   * counted in the same atomic decision; `limiter.reset` lifts a block. Stores that hold blocks:
+   * MemoryStore and RedisStore.
+   * @example { windows: [{ limit: 5, period: '15m' }], block: { for: '15m', after: 1, factor: 2, max: '1d' } }
+   */
+  block?: BlockOptions
 }
 
 export type RulesOptions = Readonly<Record<string, RuleOptions>>
-
-export interface Window {
-  readonly limit: number
-  readonly periodMs: number
-  /** Where shedding starts; absent on a window that does not shed. */
-  readonly lowBurst?: number
-}
 
 export interface Rule {
   readonly name: string
@@ -104,6 +96,12 @@ export interface Rule {
   readonly onStoreError: StoreErrorPolicy | undefined
   /** The rule's own `dryRun`; undefined: the limiter's. */
   readonly dryRun: boolean | undefined
+  /** The identifier kinds it is charged on; undefined: every identifier given, `[]`: one shared count. */
+  readonly by: readonly string[] | undefined
+  /** Windows for some identifiers in place of `windows`; undefined when it has none. */
+  readonly overrides: IdentifierOverrides | undefined
+  /** Its lockout; undefined when it has none. */
+  readonly block: RuleBlock | undefined
   /** This rule, then its parent, then the parent's parent: the order decisions report windows in. */
   readonly chain: readonly Rule[]
   /**
@@ -128,8 +126,7 @@ export interface LiveResolution {
   windowsOf(windows: readonly Window[]): readonly Window[]
 }
 
-/** Bounds that keep one decision a single, small script call. */
-export const MAX_WINDOWS_PER_RULE = 8
+/** Bounds that keep one decision a single, small script call (and MAX_WINDOWS_PER_RULE). */
 export const MAX_CHAIN_LENGTH = 8
 
 /** Every response's header fields repeat the rule's name, and HTTP clients cap a field's size (Node's at 16 KiB for all of them). */
@@ -143,8 +140,10 @@ const RULE_KEYS = optionKeys<RuleOptions>({
   parent: true,
   onStoreError: true,
   dryRun: true,
+  by: true,
+  overrides: true,
+  block: true,
 })
-const WINDOW_KEYS = optionKeys<WindowOptions>({ limit: true, period: true, lowBurst: true })
 
 /** `dryRun` is the limiter's, for rules that do not set their own. */
 export function resolveRules(
@@ -163,8 +162,7 @@ export function resolveRules(
 
   const drafts = new Map<string, RuleDraft>()
   for (const name of names) {
-    const draft = resolveRule(name, options[name], warn)
-    drafts.set(name, live ? { ...draft, windows: live.windowsOf(draft.windows) } : draft)
+    drafts.set(name, resolveRule(name, options[name], warn, live))
   }
 
   const rules = new Map<string, Rule>()
@@ -181,7 +179,7 @@ export function resolveRules(
     const chain = lineageOf(rule, drafts).map((name) => rules.get(name) as Rule)
     ;(rule as { chain: readonly Rule[] }).chain = chain
     rejectEnforcedChildOfDryRun(rule, dryRun)
-    warnOnWindowsThatNeverBind(rule, warn)
+    warnOnWindowsThatNeverBind(`rule ${q(rule.name)}`, rule.algorithm, rule.windows, warn)
   }
   return rules
 }
@@ -200,7 +198,7 @@ function rejectEnforcedChildOfDryRun(rule: Rule, limiterDryRun: boolean): void {
   )
 }
 
-function resolveRule(name: string, raw: unknown, warn: WarningHandler): RuleDraft {
+function resolveRule(name: string, raw: unknown, warn: WarningHandler, live?: LiveResolution): RuleDraft {
   if (name.length === 0) throw new TollgateConfigError('a rule name must not be empty')
   if (name.length > MAX_RULE_NAME_LENGTH) {
     throw new TollgateConfigError(
@@ -221,26 +219,8 @@ function resolveRule(name: string, raw: unknown, warn: WarningHandler): RuleDraf
     throw new TollgateConfigError(`${where}: parent must be a rule name, got ${describeValue(parent)}`)
   }
 
-  const windowsRaw = options.windows
-  if (!Array.isArray(windowsRaw) || windowsRaw.length === 0) {
-    throw new TollgateConfigError(`${where}: windows must be a non-empty array, got ${describeValue(windowsRaw)}`)
-  }
-  if (windowsRaw.length > MAX_WINDOWS_PER_RULE) {
-    throw new TollgateConfigError(
-      `${where}: ${windowsRaw.length} windows is more than the maximum of ${MAX_WINDOWS_PER_RULE}`,
-    )
-  }
-  const windows = windowsRaw.map((window, index) => resolveWindow(window, `${where}, window ${index}`, warn))
-  const seen = new Map<number, number>()
-  windows.forEach((window, index) => {
-    const earlier = seen.get(window.periodMs)
-    if (earlier !== undefined) {
-      throw new TollgateConfigError(
-        `${where}, window ${index}: period ${window.periodMs} ms repeats window ${earlier}'s; merge them into one window with the smaller limit`,
-      )
-    }
-    seen.set(window.periodMs, index)
-  })
+  const resolved = resolveWindows(options.windows, where, warn)
+  const windows = live ? live.windowsOf(resolved) : resolved
   const onStoreError =
     options.onStoreError === undefined
       ? undefined
@@ -249,34 +229,13 @@ function resolveRule(name: string, raw: unknown, warn: WarningHandler): RuleDraf
   if (dryRun !== undefined && typeof dryRun !== 'boolean') {
     throw new TollgateConfigError(`${where}: dryRun must be a boolean, got ${describeValue(dryRun)}`)
   }
-  return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError, dryRun }
-}
-
-function resolveWindow(raw: unknown, where: string, warn: WarningHandler): Window {
-  const { limit, period, lowBurst } = checkOptionsObject(raw, WINDOW_KEYS, where, { shape: '{ limit, period }' })
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
-    throw new TollgateConfigError(`${where}: limit must be a positive integer, got ${describeValue(limit)}`)
-  }
-  if (
-    lowBurst !== undefined &&
-    (typeof lowBurst !== 'number' || !Number.isInteger(lowBurst) || lowBurst < 0 || lowBurst >= limit)
-  ) {
-    throw new TollgateConfigError(
-      `${where}: lowBurst must be an integer from 0 to ${limit - 1} (below the limit, ${limit}), got ${describeValue(lowBurst)}`,
-    )
-  }
-  // Any limit up to 2^53 − 1 with any period up to 366 days: the algorithms keep their
-  // products exact or, for the largest buckets, within a stated resolution (see bucket.ts).
-  const periodMs = parseDuration(period)
-  if (typeof periodMs === 'string') throw new TollgateConfigError(`${where}: period ${periodMs}`)
-  if (typeof period === 'number' && periodMs < 1_000) {
-    warn(
-      `${where}: period ${period} is ${period} milliseconds (in code a number is milliseconds; in a rules file, seconds); write '${period}ms' to mean it, or '${period}s' for seconds`,
-      'TG_PERIOD_IN_MS',
-    )
-  }
-  // Only a shedding window carries lowBurst: windows without it keep the shape they always had.
-  return lowBurst === undefined ? { limit, periodMs } : { limit, periodMs, lowBurst }
+  const by = options.by === undefined ? undefined : chargedByOf(options.by, where)
+  const overrides =
+    options.overrides === undefined
+      ? undefined
+      : IdentifierOverrides.of(options.overrides, { name, algorithm: algorithm as AlgorithmName, where }, warn, live)
+  const block = options.block === undefined ? undefined : blockOf(options.block, where)
+  return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError, dryRun, by, overrides, block }
 }
 
 function lineageOf(rule: RuleDraft, drafts: ReadonlyMap<string, RuleDraft>): string[] {
@@ -294,59 +253,6 @@ function lineageOf(rule: RuleDraft, drafts: ReadonlyMap<string, RuleDraft>): str
     parent = next.parent
   }
   return lineage
-}
-
-/**
- * Warns about a window that provably never refuses anything its neighbour would not:
- * - sliding log: any long period holds at most `short.limit × ceil(long / short)` units, and any
- *   short period lies inside a long one;
- * - fixed windows: the same, but only when the short period divides the long one (otherwise a
- *   short window can straddle two long ones);
- * - buckets: a bucket never empties while its neighbour has room if both its capacity and its
- *   refill rate are at least the neighbour's.
- * The sliding-window counter estimates, so nothing about it is provable this way.
- */
-function neverBinds(algorithm: AlgorithmName, short: Window, long: Window): 'short' | 'long' | undefined {
-  const ratio = long.periodMs / short.periodMs
-  switch (algorithm) {
-    case 'sliding-log':
-      if (short.limit >= long.limit) return 'short'
-      return short.limit * Math.ceil(ratio) <= long.limit ? 'long' : undefined
-    case 'fixed-window':
-      if (!Number.isInteger(ratio)) return undefined
-      if (short.limit >= long.limit) return 'short'
-      return short.limit * ratio <= long.limit ? 'long' : undefined
-    case 'token-bucket':
-    case 'gcra': {
-      const shortRate = short.limit * long.periodMs
-      const longRate = long.limit * short.periodMs
-      if (short.limit >= long.limit && shortRate >= longRate) return 'short'
-      return short.limit <= long.limit && shortRate <= longRate ? 'long' : undefined
-    }
-    default:
-      return undefined
-  }
-}
-
-function warnOnWindowsThatNeverBind(rule: Rule, warn: WarningHandler): void {
-  const sorted = [...rule.windows].sort((a, b) => a.periodMs - b.periodMs)
-  for (let i = 0; i < sorted.length; i++) {
-    for (let j = i + 1; j < sorted.length; j++) {
-      const short = sorted[i] as Window
-      const long = sorted[j] as Window
-      const idle = neverBinds(rule.algorithm, short, long)
-      if (idle === undefined) continue
-      const [never, beside] = idle === 'short' ? [short, long] : [long, short]
-      warn(
-        `rule ${q(rule.name)}: window ${never.limit} per ${never.periodMs} ms can never bind beside ${beside.limit} per ${beside.periodMs} ms; ${
-          idle === 'short'
-            ? 'a shorter window needs a smaller limit'
-            : 'limit per period must grow as the period shrinks'
-        }`,
-        'TG_WINDOW_NEVER_BINDS',
-      )
-    }
-  }
 }
 
 export function gcd(a: number, b: number): number {

@@ -35,3 +35,8 @@ export function stateNameOf(rule: RuleShape & { readonly name: string }): string
   // allocation for it (test/tests/redis-compact-state.test.ts holds it there).
   return `${rule.name}@${createHash('sha256').update(shapeOf(rule)).digest('base64url').slice(0, 4)}`
 }
+
+/** Whether `stateName` names a state of the rule called `name` (its own shape's or an override's). */
+export function isStateOf(stateName: string, name: string): boolean {
+  return stateName.length === name.length + 5 && stateName.startsWith(name) && stateName[name.length] === '@'
+}

@@ -1,6 +1,8 @@
+import { chargesIdentifier, EVERYONE } from '../rules/charged-by.js'
 import type { Decision, WindowState } from '../rules/decision.js'
 import { validateIdentifier } from '../rules/keys.js'
 import type { Rule } from '../rules/rules.js'
+import { isStateOf } from '../rules/state-name.js'
 import type { StoreErrorPolicy } from '../rules/store-error-policy.js'
 import type { StoreOperation, StoreRequest, StoreResult, StoreTarget } from '../stores/store.js'
 import { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from '../support/errors.js'
@@ -38,17 +40,21 @@ export function planOf(
   limiter: PlanDefaults,
 ): DecisionPlan {
   const { cost } = call
-  const targets = targetsOf(rule.chain, identifiers)
+  const dryRun = call.dryRun ?? rule.dryRun ?? limiter.dryRun
+  // A decision in dry run never refuses, so blocks neither refuse it nor count it; a refund gives back, whatever blocks.
+  const targets = targetsOf(rule.chain, identifiers, {
+    blocks: !dryRun && (operation === 'consume' || operation === 'peek'),
+  })
   // A request carries a random number only when it can shed: without lowBurst, nothing changes.
   const request: StoreRequest =
-    limiter.shedding?.has(rule) && operation !== 'refund'
+    limiter.shedding?.has(rule) && (operation === 'consume' || operation === 'peek')
       ? { operation, targets, cost, random: randomOf(limiter.random) }
       : { operation, targets, cost }
   return {
     rule,
     request,
     cost,
-    dryRun: call.dryRun ?? rule.dryRun ?? limiter.dryRun,
+    dryRun,
     policy: call.onStoreError ?? rule.onStoreError ?? limiter.onStoreError,
     storeTimeoutMs: call.storeTimeoutMs,
   }
@@ -104,22 +110,55 @@ export function identifiersOf(identifiers: unknown): Identifiers {
 }
 
 /**
- * One target per rule and identifier, in rule order, then identifier order. A target names the
- * rule's state (`stateName`): its name and its shape's digest.
+ * One target per rule and identifier it charges (a rule's `by`: those of its kinds, or one shared
+ * by everyone), in rule order, then identifier order. A target names the state of the rule's
+ * windows, or of an override's for that identifier (`stateName`: its name and its shape's digest).
  */
-export function targetsOf(rules: readonly Rule[], identifiers: Identifiers): StoreTarget[] {
+export function targetsOf(
+  rules: readonly Rule[],
+  identifiers: Identifiers,
+  /** `blocks`: targets carry their rule's block (StoreTarget.block), for a decision that enforces it. */
+  { blocks = false }: { blocks?: boolean } = {},
+): StoreTarget[] {
   const one = typeof identifiers === 'string'
   const count = one ? 1 : identifiers.length
-  // Sized up front: the first push into an empty array reserves room for 17.
+  // Sized up front (a rule charged on some kinds leaves it shorter): the first push into an
+  // empty array reserves room for 17.
   const targets: StoreTarget[] = new Array(rules.length * count)
   let t = 0
   for (const link of rules) {
+    const { by } = link
+    if (by !== undefined && by.length === 0) {
+      targets[t++] = targetOf(link, EVERYONE, blocks)
+      continue
+    }
+    const first = t
     for (let i = 0; i < count; i++) {
       const identifier = one ? identifiers : (identifiers[i] as string)
-      targets[t++] = { rule: link.stateName, algorithm: link.algorithm, windows: link.windows, identifier }
+      if (by === undefined || chargesIdentifier(by, identifier)) targets[t++] = targetOf(link, identifier, blocks)
     }
+    if (t === first) throw unchargeable(link, identifiers)
   }
+  targets.length = t
   return targets
+}
+
+function targetOf(link: Rule, identifier: string, blocks: boolean): StoreTarget {
+  const override = link.overrides?.of(identifier)
+  const rule = override === undefined ? link.stateName : override.stateName
+  const windows = override === undefined ? link.windows : override.windows
+  // Made whole at once: an object spread into another costs a decision more than the rest of it.
+  return blocks && link.block !== undefined
+    ? { rule, algorithm: link.algorithm, windows, identifier, block: link.block }
+    : { rule, algorithm: link.algorithm, windows, identifier }
+}
+
+function unchargeable(link: Rule, identifiers: Identifiers): TollgateArgumentError {
+  const given = typeof identifiers === 'string' ? [identifiers] : identifiers
+  const kinds = (link.by as readonly string[]).map((kind) => `'${kind}'`).join(' or ')
+  return new TollgateArgumentError(
+    `rule '${link.name}' is charged on identifiers of kind ${kinds}, and the decision gives none: ${given.map((id) => describeValue(id)).join(', ')}`,
+  )
 }
 
 /**
@@ -131,14 +170,20 @@ export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
   const { targets } = plan.request
   const windows: WindowState[] = new Array(result.windows.length)
   const { chain } = plan.rule
-  // Targets are the chain's rules times the identifiers (targetsOf); a target holds the rule's
-  // state name, a decision reports its name.
-  const perRule = targets.length / chain.length
+  // Targets come rule by rule, each rule's together (targetsOf); a target holds the state name of
+  // its rule or of an override of it, a decision reports the rule's name.
+  let link = 0
+  let rule = (chain[0] as Rule).name
   let retryAt = nowMs
   let i = 0
   for (let t = 0; t < targets.length; t++) {
     const target = targets[t] as StoreTarget
-    const rule = (chain[Math.floor(t / perRule)] as Rule).name
+    while (!isStateOf(target.rule, rule)) {
+      const next = chain[++link]
+      if (next === undefined)
+        throw new TollgateError('TG_STORE', 'a target of the decision belongs to none of its rules')
+      rule = next.name
+    }
     for (const window of target.windows) {
       const answer = result.windows[i++]
       if (!answer) throw new TollgateError('TG_STORE', 'the store answered fewer windows than the decision holds')
@@ -159,14 +204,14 @@ export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
   if (i < windows.length) windows.length = i
   const decision: Decision = {
     allowed,
-    reason: allowed ? 'ok' : result.shed === true ? 'shed' : 'limited',
+    reason: allowed ? 'ok' : result.blocked === true ? 'blocked' : result.shed === true ? 'shed' : 'limited',
     rule: plan.rule.name,
     cost: plan.cost,
     retryAfterMs: retryAt - nowMs,
     nowMs,
     windows,
   }
-  if (plan.dryRun && !allowed && plan.request.operation !== 'refund') {
+  if (plan.dryRun && !allowed) {
     // Allowed, so nothing to wait for: a client told to retry later would hold back for nothing.
     decision.allowed = true
     decision.reason = 'dry-run'

@@ -305,7 +305,8 @@ export class StoreCaller implements CallSettler {
   }
 
   private decisionWithoutStore(plan: DecisionPlan, error: TollgateError): Decision {
-    if (plan.request.operation === 'refund') throw error
+    // A write that gives back or settles: no policy stands in for it.
+    if (plan.request.operation === 'refund' || plan.request.operation === 'charge') throw error
     const { policy } = plan
     if (policy === 'local') {
       this.localCounts ??= new LocalCounts(1, LOCAL_KEYS)

@@ -1,4 +1,5 @@
 import type { StoreWindowResult } from '../algorithms/window-result.js'
+import type { RuleBlock } from '../rules/block.js'
 import type { AlgorithmName, Window } from '../rules/rules.js'
 import type { TollgateError } from '../support/errors.js'
 
@@ -8,14 +9,24 @@ export interface StoreTarget {
   readonly algorithm: AlgorithmName
   readonly windows: readonly Window[]
   readonly identifier: string
+  /**
+   * The rule's lockout, on a `consume` or `peek` that enforces it: a store that holds blocks
+   * (`holdsBlocks`) refuses the decision while the identifier is blocked, and counts a refusal
+   * by these windows toward the next block (algorithms/lockout.ts). Absent otherwise.
+   */
+  readonly block?: RuleBlock
 }
 
 /**
  * - `consume`: charge `cost` to every window of every target if all of them fit, else nothing.
  * - `peek`: the answer `consume` would give, charging nothing.
  * - `refund`: give `cost` units back to every window of every target.
+ * - `charge`: charge `cost` to every window of every target whether it fits or not, always
+ *   allowed: a reservation settled above its estimate (`limiter.reserve`). What passes a limit is
+ *   debt, paid off as the window frees units (a bucket refills, a log's entries leave, a counter's
+ *   window ends). Only a store with `chargesOverLimits` is asked for it.
  */
-export type StoreOperation = 'consume' | 'peek' | 'refund'
+export type StoreOperation = 'consume' | 'peek' | 'refund' | 'charge'
 
 /** The whole decision in one request, so that a store can make it atomically in one round trip. */
 export interface StoreRequest {
@@ -33,13 +44,18 @@ export interface StoreRequest {
 export type { StoreWindowResult }
 
 export interface StoreResult {
-  /** Whether every window fitted (and, for `consume`, was charged). Always true for `refund`. */
+  /** Whether every window fitted (and, for `consume`, was charged). Always true for `refund` and `charge`. */
   allowed: boolean
   /**
    * True when every window fitted but the request was shed; the windows that shed it answer a
    * `fitsAtMs` after now. Absent (or false) for any other answer.
    */
   shed?: boolean
+  /**
+   * True when a target's block refused the decision: one in force, or one this refusal started.
+   * That target's window that started the block answers the block's end as its `fitsAtMs`.
+   */
+  blocked?: boolean
   /** The time the store decided at: its own clock, or the Redis server's. */
   nowMs: number
   /** One entry per window, targets in request order, windows in rule order. */
@@ -90,6 +106,16 @@ export interface Store {
    * of any other with a `TollgateConfigError` naming the rule.
    */
   readonly supportedAlgorithms?: readonly AlgorithmName[]
+  /**
+   * Whether the store keeps blocks (a rule's `block`, StoreTarget.block): `createLimiter` refuses
+   * a rule with `block` on a store without them, with a `TollgateConfigError` naming the rule.
+   */
+  readonly holdsBlocks?: boolean
+  /**
+   * Whether the store takes the `charge` operation, which `limiter.reserve` needs to settle a
+   * cost above its estimate; `reserve` refuses (`TG_CONFIG`) on a store without it.
+   */
+  readonly chargesOverLimits?: boolean
   evaluate(request: StoreRequest): Promise<StoreResult>
   /**
    * The same answer at once, for stores that keep their state in the process. When a store has

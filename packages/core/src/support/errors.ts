@@ -4,10 +4,15 @@
  * - `TG_UNKNOWN_RULE`: a decision names a rule the limiter does not hold (or an HTTP `rule`
  *   function chose one).
  * - `TG_INVALID_ARGUMENT`: a decision's identifiers or cost are unusable (thrown before any I/O),
- *   or an HTTP `refusal` function returned a response that cannot be sent.
- * - `TG_CLOSED`: a decision was asked of a limiter that is closing or closed.
+ *   a wait's options are, or its cost is above a window's limit; or an HTTP `refusal` function
+ *   returned a response that cannot be sent.
+ * - `TG_CLOSED`: a decision was asked of a limiter that is closing or closed, or a wait was
+ *   pending when it closed.
  * - `TG_STORE`: the store failed or answered something it should not have.
  * - `TG_CONFLICT`: a live rules publish expected one epoch and found another; nothing was written.
+ * - `TG_WAIT_TIMEOUT`: a `limiter.wait` ended at its `maxWaitMs` (or at once, when the store said
+ *   the units fit only later) without its units; nothing was charged.
+ * - `TG_ABORTED`: a `limiter.wait`'s `signal` aborted; the signal's reason is the `cause`.
  */
 export type TollgateErrorCode =
   | 'TG_CONFIG'
@@ -16,6 +21,8 @@ export type TollgateErrorCode =
   | 'TG_CLOSED'
   | 'TG_STORE'
   | 'TG_CONFLICT'
+  | 'TG_WAIT_TIMEOUT'
+  | 'TG_ABORTED'
 
 export interface TollgateErrorOptions extends ErrorOptions {
   /**

@@ -79,6 +79,10 @@ const MIDDLEWARE: Readonly<Record<string, ForeignOption>> = {
   whitelist: { from: ['koa-ratelimit'], use: 'skip: (ctx) => boolean' },
   onExceeded: { from: ['@fastify/rate-limit'], use: 'onLimited: (req, decision) => void' },
   passOnStoreError: { from: ['express-rate-limit'], use: "onStoreError: 'allow' (the default) or 'deny'" },
+  validate: {
+    from: ['express-rate-limit'],
+    use: "ignoreWarnings: ['TG_UNTRUSTED_FORWARDED_FOR'], which turns warnings off by their codes",
+  },
   skipOnError: { from: ['@fastify/rate-limit'], use: "onStoreError: 'allow' (the default) or 'deny'" },
   redis: { from: ['@fastify/rate-limit'], use: REDIS_STORE },
   db: { from: ['koa-ratelimit'], use: REDIS_STORE },

@@ -1,4 +1,5 @@
 import { type LiveRules, loadRules, type Rule, type RulesOptions } from '@tollgate/core'
+import { blockText } from '../../format.js'
 import { type RuleJson, ruleJson, sameRule } from '../../rule-json.js'
 
 /** One rule of a file against the live rules: what publishing the file would do to it. */
@@ -48,7 +49,11 @@ export function changesOf(live: LiveRules, file: string): Changes {
 }
 
 /** What differs between two versions of a rule, field by field: `windows 600/1m → 1000/1m`. */
-export function fieldChanges(before: RuleJson, after: RuleJson, windows: (rule: RuleJson) => string): string[] {
+export function fieldChanges(
+  before: RuleJson,
+  after: RuleJson,
+  windows: (rule: Pick<RuleJson, 'windows'>) => string,
+): string[] {
   const fields: string[] = []
   const show = (value: unknown) => (value === null ? '-' : String(value))
   if (before.algorithm !== after.algorithm) fields.push(`algorithm ${before.algorithm} → ${after.algorithm}`)
@@ -58,5 +63,12 @@ export function fieldChanges(before: RuleJson, after: RuleJson, windows: (rule: 
     fields.push(`onStoreError ${show(before.onStoreError)} → ${show(after.onStoreError)}`)
   }
   if (before.dryRun !== after.dryRun) fields.push(`dryRun ${show(before.dryRun)} → ${show(after.dryRun)}`)
+  const by = (rule: RuleJson) => (rule.by === null ? '-' : `[${rule.by.join(', ')}]`)
+  if (by(before) !== by(after)) fields.push(`by ${by(before)} → ${by(after)}`)
+  const overrides = (rule: RuleJson) =>
+    rule.overrides.map((override) => `${override.key} ${windows(override)}`).join('; ') || '-'
+  if (overrides(before) !== overrides(after)) fields.push(`overrides ${overrides(before)} → ${overrides(after)}`)
+  const block = (rule: RuleJson) => (rule.block === null ? '-' : blockText(rule.block))
+  if (block(before) !== block(after)) fields.push(`block ${block(before)} → ${block(after)}`)
   return fields
 }

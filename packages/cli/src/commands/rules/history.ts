@@ -66,6 +66,13 @@ function optionsText(options: RuleOptions | string | null): string {
   if (options.parent !== undefined) parts.push(`parent ${options.parent}`)
   if (options.dryRun !== undefined) parts.push(`dryRun ${options.dryRun}`)
   if (options.onStoreError !== undefined) parts.push(`onStoreError ${options.onStoreError}`)
+  if (Array.isArray(options.by)) parts.push(`by [${options.by.join(', ')}]`)
+  if (options.overrides !== undefined && options.overrides !== null && typeof options.overrides === 'object') {
+    parts.push(`overrides ${Object.keys(options.overrides).join(', ')}`)
+  }
+  if (options.block !== undefined && options.block !== null && typeof options.block === 'object') {
+    parts.push(`block ${String(options.block.for)}`)
+  }
   return parts.join(' ')
 }
 

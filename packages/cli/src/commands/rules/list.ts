@@ -1,6 +1,6 @@
 import type { Rule, RulesVersion } from '@tollgate/core'
 import type { CommandModule } from '../../command.js'
-import { windowsText } from '../../format.js'
+import { blockText, windowsText } from '../../format.js'
 import { type RuleJson, ruleJson } from '../../rule-json.js'
 import type { Session } from '../../session.js'
 import { describeSource } from './source.js'
@@ -76,6 +76,9 @@ function sourceOf(result: ListResult): string {
 
 function notes(rule: RuleJson): string {
   const notes: string[] = []
+  if (rule.by !== null) notes.push(rule.by.length === 0 ? 'one count for everyone' : `by ${rule.by.join(', ')}`)
+  for (const override of rule.overrides) notes.push(`${override.key}: ${windowsText(override)}`)
+  if (rule.block !== null) notes.push(`block: ${blockText(rule.block)}`)
   if (rule.dryRun === true) notes.push('dry run')
   if (rule.onStoreError !== null) notes.push(`on store error: ${rule.onStoreError}`)
   return notes.join('; ')

@@ -71,6 +71,15 @@ const MAX_RULES_LIMIT = 10_000
 
 class WindowTally implements WindowCounts {
   denials = 0
+  /** The decision that last counted a denial here: a window refusing for two identifiers counts once. */
+  #countedFor = 0
+
+  /** Counts the denial of decision number `decision`, once however many identifiers it refused. */
+  deny(decision: number): void {
+    if (this.#countedFor === decision) return
+    this.#countedFor = decision
+    this.denials++
+  }
 
   constructor(readonly window: string) {}
 }
@@ -114,12 +123,10 @@ class RuleSlot {
     readonly rule: WeakRef<Rule>,
     /** The rule's tally's `counts`. */
     readonly counts: Float64Array,
-    /** One per window of the rule's chain, in the order decisions list them: its own, then its parent's… */
-    readonly cells: readonly WindowTally[],
-    /** Windows per rule of the chain. */
-    readonly sizes: readonly number[],
-    /** Windows per identifier: the sum of `sizes`. */
-    readonly perIdentifier: number,
+    /** The names of the rule's chain, in the order decisions list their windows: its own, then its parent's… */
+    readonly names: readonly string[],
+    /** The tally of each rule of the chain. */
+    readonly tallies: readonly RuleTally[],
   ) {}
 
   /** Adds what the slot counted to its tally; false once its rule is gone and nothing can count in it. */
@@ -248,17 +255,16 @@ export class DecisionCounts implements DecisionObserver {
   }
 
   private newSlot(rule: Rule): RuleSlot {
-    const cells: WindowTally[] = []
-    const sizes: number[] = []
     this.namesOfStates.note(rule)
-    for (const link of rule.chain) {
-      const tally = this.tallyOf(link.name)
-      for (const window of link.windows) {
-        cells.push(tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs)))
-      }
-      sizes.push(link.windows.length)
-    }
-    const slot = new RuleSlot(this, new WeakRef(rule), this.tallyOf(rule.name).counts, cells, sizes, cells.length)
+    const names = rule.chain.map((link) => link.name)
+    const tallies = names.map((name) => this.tallyOf(name))
+    // Each window listed from the start, refused or not; an override's windows join once they refuse.
+    rule.chain.forEach((link, i) => {
+      const tally = tallies[i] as RuleTally
+      for (const window of link.windows)
+        tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs))
+    })
+    const slot = new RuleSlot(this, new WeakRef(rule), this.tallyOf(rule.name).counts, names, tallies)
     this.live.push(slot)
     return slot
   }
@@ -283,25 +289,23 @@ function countOther(slot: RuleSlot, decision: Decision): void {
   if (decision.windows.length > 0) countDenials(slot, decision.windows)
 }
 
+/** Numbers the decisions whose denials are counted, so that a window counts once per decision. */
+let denialCount = 0
+
 /**
  * Counts each window of the chain that refused for any identifier, once. Decisions list windows
- * rule by rule, then identifier by identifier, then window by window.
+ * rule by rule in chain order; within a rule, by identifier (those it is charged on, each with the
+ * rule's windows or an override's).
  */
 function countDenials(slot: RuleSlot, windows: readonly WindowState[]): void {
-  const identifiers = windows.length / slot.perIdentifier
-  if (!Number.isInteger(identifiers)) return
-  let base = 0
-  let cell = 0
-  for (const size of slot.sizes) {
-    for (let w = 0; w < size; w++, cell++) {
-      for (let k = 0; k < identifiers; k++) {
-        if ((windows[base + k * size + w] as WindowState).failed) {
-          ;(slot.cells[cell] as WindowTally).denials++
-          break
-        }
-      }
-    }
-    base += identifiers * size
+  const decision = ++denialCount
+  let link = 0
+  for (const window of windows) {
+    while (link < slot.names.length && slot.names[link] !== window.rule) link++
+    const tally = slot.tallies[link]
+    if (tally === undefined) return
+    if (!window.failed) continue
+    tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs)).deny(decision)
   }
 }
 

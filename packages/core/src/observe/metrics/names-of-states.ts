@@ -12,14 +12,19 @@ const MAX_STATE_NAMES = 10_000
 export class NamesOfStates {
   private readonly names = new Map<string, string>()
 
-  /** Remembers the state name of the rule and of each parent it charges. */
+  /** Remembers the state names of the rule and of each parent it charges, their overrides' too. */
   note(rule: Rule): void {
     for (const link of rule.chain) {
-      if (this.names.size >= MAX_STATE_NAMES && !this.names.has(link.stateName)) {
-        this.names.delete(this.names.keys().next().value as string)
-      }
-      this.names.set(link.stateName, link.name)
+      this.remember(link.stateName, link.name)
+      for (const override of link.overrides?.list ?? []) this.remember(override.stateName, link.name)
     }
+  }
+
+  private remember(stateName: string, name: string): void {
+    if (this.names.size >= MAX_STATE_NAMES && !this.names.has(stateName)) {
+      this.names.delete(this.names.keys().next().value as string)
+    }
+    this.names.set(stateName, name)
   }
 
   /** The name of the rule whose state this is, or the state name itself for a rule never noted. */

@@ -14,6 +14,7 @@ export const DECISION_OUTCOMES = [
   'local_fallback',
   'degraded_local',
   'overloaded',
+  'blocked',
 ] as const
 
 export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number]
@@ -42,6 +43,8 @@ export function outcomeOf(reason: DecisionReason): number {
       return 7
     case 'overloaded':
       return 8
+    case 'blocked':
+      return 9
   }
 }
 

@@ -7,6 +7,7 @@ import { MAX_TIMER_MS } from '../../support/timer-delay.js'
 import { evaluateLocally, type StateTable } from '../shared/evaluate-locally.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from '../store.js'
 import { EvictionRing, type RingEntry } from './eviction-ring.js'
+import { MemoryLockouts } from './lockouts.js'
 
 export interface MemoryStoreOptions {
   /**
@@ -108,6 +109,9 @@ export class MemoryStore implements Store {
   /** By rule name. */
   private readonly statesByRule = new Map<string, RuleStates>()
   private readonly ring = new EvictionRing<Entry>()
+  readonly holdsBlocks = true
+  readonly chargesOverLimits = true
+  private readonly lockouts: MemoryLockouts
   private readonly clock: Clock
   private readonly maxKeys: number
   private readonly timer: NodeJS.Timeout | undefined
@@ -191,6 +195,7 @@ export class MemoryStore implements Store {
     }
     this.clock = clock as Clock
     this.maxKeys = maxKeys
+    this.lockouts = new MemoryLockouts(maxKeys)
     if (sweepIntervalMs > 0) {
       this.timer = setInterval(() => this.startSweeping(), sweepIntervalMs)
       this.timer.unref()
@@ -227,7 +232,7 @@ export class MemoryStore implements Store {
       const { rule, algorithm, identifier } = targets[t] as StoreTarget
       entries[t] = this.statesOf(rule, algorithm).entryOf(identifier)
     }
-    return evaluateLocally(this.table, entries, request, now)
+    return evaluateLocally(this.table, entries, request, now, this.lockouts)
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {
@@ -235,6 +240,7 @@ export class MemoryStore implements Store {
       const entry = this.statesOf(rule, algorithm).entryOf(identifier)
       if (entry.stored) this.drop(entry)
     }
+    this.lockouts.delete(targets)
     return Promise.resolve()
   }
 
@@ -245,6 +251,7 @@ export class MemoryStore implements Store {
   sweep(): void {
     this.stopSweeping()
     this.ring.startSweep()
+    this.lockouts.sweep(this.clock())
     this.sweepSome(Number.POSITIVE_INFINITY)
   }
 
@@ -265,7 +272,7 @@ export class MemoryStore implements Store {
         }
       }
     }
-    return ttls
+    return [...ttls, ...this.lockouts.ttls(now)]
   }
 
   close(): Promise<void> {
@@ -274,6 +281,7 @@ export class MemoryStore implements Store {
     this.statesByRule.clear()
     this.lastStates = undefined
     this.ring.clear()
+    this.lockouts.clear()
     this.entries = []
     return Promise.resolve()
   }
@@ -302,6 +310,7 @@ export class MemoryStore implements Store {
     // A sweep still under way when the next is due just carries on.
     if (this.sweeping) return
     this.ring.startSweep()
+    this.lockouts.sweep(this.clock())
     this.sweepSlice()
   }
 

@@ -12,6 +12,7 @@ import {
   type DecodedReply,
   decisionFailure,
   decodeReply,
+  hasBlock,
   isDecisionError,
   randomArgument,
   replyWidth,
@@ -83,6 +84,8 @@ interface QueuedRun {
  * at once.
  */
 export class RedisStore implements Store {
+  readonly holdsBlocks = true
+  readonly chargesOverLimits = true
   private readonly cluster: boolean
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
@@ -110,7 +113,7 @@ export class RedisStore implements Store {
       const refusals = new RefusalCache(refusalCache.maxEntries, refusalCache.maxHoldMs)
       this.refusals = refusals
       this.evaluateSync = (request) => {
-        if (request.operation === 'refund' || refusals.size === 0) return undefined
+        if (request.operation === 'refund' || request.operation === 'charge' || refusals.size === 0) return undefined
         return refusals.find(request.targets, request.cost, this.refusalTime())
       }
     }
@@ -177,7 +180,8 @@ export class RedisStore implements Store {
 
   async reset(targets: readonly StoreTarget[]): Promise<void> {
     if (targets.length === 0) return
-    const keys = this.keysOf(targets)
+    // A reset lifts a block too: its key sits beside the state's (lua/lib/lockout.lua).
+    const keys = this.keysOf(targets).flatMap((key) => [key, `${key}:block`])
     this.refusals?.forget(targets)
     await this.resetKeys(keys, targets, this.clock ? String(timeFrom(this.clock, 'RedisStore')) : '-')
     this.errors?.answered()
@@ -242,8 +246,9 @@ export class RedisStore implements Store {
   ): void {
     // A Cluster runs a script on one slot only; elsewhere every run fits in one batch.
     const group = this.cluster ? calculateSlot(keys[0] as string) : 0
-    const givesBack = operation === 'refund' || operation === 'undo'
-    const once = givesBack ? operationKey(this.keys.prefix, (targets[0] as StoreTarget).identifier) : undefined
+    // Writes that must not apply twice when the client sends them again: refunds, undos, charges.
+    const appliesOnce = operation === 'refund' || operation === 'undo' || operation === 'charge'
+    const once = appliesOnce ? operationKey(this.keys.prefix, (targets[0] as StoreTarget).identifier) : undefined
     this.batches.add(group, {
       operation,
       keys,
@@ -262,7 +267,13 @@ export class RedisStore implements Store {
     const keysAndArgs: string[] = []
     for (const run of runs) {
       if (run.operationKey !== undefined) keysAndArgs.push(run.operationKey)
-      for (const key of run.keys) keysAndArgs.push(key)
+      const { keys, targets } = run
+      for (let t = 0; t < keys.length; t++) {
+        const key = keys[t] as string
+        keysAndArgs.push(key)
+        // A block's key follows its target's (lua/decide.lua), in the same slot: the same hash tag.
+        if ((targets[t] as StoreTarget).block !== undefined) keysAndArgs.push(`${key}:block`)
+      }
     }
     const keyCount = keysAndArgs.length
     for (const run of runs) {
@@ -346,7 +357,7 @@ export class RedisStore implements Store {
 
   /** Resolves a run with its part of the reply, `replies[at]` onwards; `sentAt` when its batch left. */
   private deliver(run: QueuedRun, replies: readonly unknown[], at: number, width: number, sentAt: number): void {
-    const decoded = decodeReply(replies, at, width, run.random)
+    const decoded = decodeReply(replies, at, width, run.random, hasBlock(run.targets))
     if (this.refusals !== undefined) this.noteForRefusals(this.refusals, run, decoded, sentAt)
     run.receiver.answer(
       run.revertable && run.operation === 'consume' && decoded.allowed && run.cost > 0

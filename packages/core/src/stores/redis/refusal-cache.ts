@@ -1,4 +1,5 @@
 import type { Window } from '../../rules/rules.js'
+import { hasBlock } from '../shared/redis-wire.js'
 import type { StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 
 /** A refusal Redis answered, kept until the time it named. */
@@ -13,6 +14,8 @@ interface Refusal {
   /** The cache's time at which the refusal lapses: no later than the store's own. */
   readonly until: number
   readonly windows: StoreWindowResult[]
+  /** Whether a block refused it: answered again with its reason. */
+  readonly blocked: boolean
   /** Where it is kept: its one target's rule and identifier, or the pairs of its several targets. */
   readonly rule: string
   readonly identifier: string
@@ -80,11 +83,16 @@ export class RefusalCache {
         ? this.single.get((targets[0] as StoreTarget).rule)?.get((targets[0] as StoreTarget).identifier)
         : this.multiple.get(pairsOf(targets).join(''))
     if (refusal === undefined || cost < refusal.cost) return undefined
+    // A refusal a block counts must reach Redis to count there (one kept from a decision in dry run, say).
+    if (!refusal.blocked && hasBlock(targets)) return undefined
     if (now >= refusal.until || !sameWindows(refusal.windowsOf, targets)) {
       this.delete(refusal)
       return undefined
     }
-    return { allowed: false, nowMs: refusal.nowMs + Math.floor(now - refusal.sentAt), windows: refusal.windows }
+    const nowMs = refusal.nowMs + Math.floor(now - refusal.sentAt)
+    return refusal.blocked
+      ? { allowed: false, blocked: true, nowMs, windows: refusal.windows }
+      : { allowed: false, nowMs, windows: refusal.windows }
   }
 
   /**
@@ -93,6 +101,8 @@ export class RefusalCache {
    */
   remember(targets: readonly StoreTarget[], cost: number, result: StoreResult, sentAt: number, mark: number): void {
     if (result.allowed || result.shed === true || mark !== this.changes) return
+    // A refusal that a block counts must reach Redis each time, to count there; once blocked, it is kept.
+    if (result.blocked !== true && hasBlock(targets)) return
     const { nowMs, windows } = result
     // Until the first refusing window has room again: till then every window that refused still
     // does, and the answer is Redis's own, windows and all.
@@ -108,6 +118,7 @@ export class RefusalCache {
       sentAt,
       until: sentAt + Math.min(fitsAt - nowMs, this.maxHoldMs),
       windows,
+      blocked: result.blocked === true,
       rule: one?.rule ?? '',
       identifier: one?.identifier ?? '',
       pairs,

@@ -129,7 +129,7 @@ function undoParts(
 
 /**
  * Puts per-slot answers back in target order, on the first slot's clock (nodes' clocks may differ).
- * A refusal is a shed only when no slot is limited, since a limit wins over shedding as it does
+ * A refusal is blocked when any slot's block refused it. It is a shed only when no slot is limited, since a limit wins over shedding as it does
  * within one script. A slot that shed had room in every window, so when another slot is limited
  * its windows answer that the cost fits now, as one script deciding the whole would have.
  */
@@ -140,7 +140,9 @@ function mergeSlots(
   targetCount: number,
 ): StoreResult {
   const nowMs = (results[0] as StoreResult).nowMs
-  const shed = !allowed && results.some((result) => result.shed) && results.every((r) => r.allowed || r.shed)
+  const blocked = !allowed && results.some((result) => result.blocked)
+  const shed =
+    !allowed && !blocked && results.some((result) => result.shed) && results.every((r) => r.allowed || r.shed)
   const byTarget: StoreWindowResult[][] = new Array(targetCount)
   parts.forEach((part, p) => {
     const result = results[p] as StoreResult
@@ -158,5 +160,6 @@ function mergeSlots(
     })
   })
   if (shed) return { allowed, shed, nowMs, windows: byTarget.flat() }
+  if (blocked) return { allowed, blocked, nowMs, windows: byTarget.flat() }
   return { allowed, nowMs, windows: byTarget.flat() }
 }

@@ -1,5 +1,6 @@
 import { CLAMPED, LIMITED, SHEDS } from '../../algorithms/algorithm.js'
 import { algorithms } from '../../algorithms/index.js'
+import { afterRefusal, blockedUntil, type LockoutState, lockoutExpiresAt } from '../../algorithms/lockout.js'
 import type { StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 
 /** In-process state: what a local store keeps per key (a key string, or whatever the store finds its state by). */
@@ -7,6 +8,12 @@ export interface StateTable<Key = string> {
   get(key: Key, now: number): unknown
   set(key: Key, state: unknown, expiresAt: number): void
   delete(key: Key): void
+}
+
+/** Where an in-process store keeps its targets' blocks (StoreTarget.block), apart from their windows' state. */
+export interface LockoutTable {
+  get(target: StoreTarget, now: number): LockoutState | undefined
+  set(target: StoreTarget, state: LockoutState, expiresAt: number): void
 }
 
 /**
@@ -27,11 +34,15 @@ export function evaluateLocally<Key>(
   keys: readonly Key[],
   request: StoreRequest,
   now: number,
+  /** The store's blocks; without it, targets' `block` is not enforced (an outage's local counts). */
+  lockouts?: LockoutTable,
 ): StoreResult {
   const { operation, targets, cost } = request
   const refund = operation === 'refund'
-  // Only a decision that can shed carries a random number: one that refunds never does.
-  const random = refund ? undefined : request.random
+  // Charged whether it fits or not (a reservation settled above its estimate): allowed, as a refund is.
+  const forced = refund || operation === 'charge'
+  // Only a decision that can shed carries a random number: one that refunds or charges never does.
+  const random = forced ? undefined : request.random
   const count = targets.length
   // Plain loops, no closures: this is the whole cost of an in-process decision.
   if (states.length < count) states = new Array(count)
@@ -52,10 +63,12 @@ export function evaluateLocally<Key>(
     found |= bits
     windowCount += windows.length
   }
+  // A block in force refuses before the windows are asked anything more.
+  const blocked = lockouts !== undefined && !forced && blockedTarget(lockouts, targets, now)
   // Only a decision that fits may be shed: one that does not is limited, whatever the draw.
-  const allowed = refund || (found & LIMITED) === 0
+  const allowed = forced || ((found & LIMITED) === 0 && !blocked)
   const shed = allowed && (found & SHEDS) !== 0
-  const delta = cost === 0 || shed ? 0 : refund ? -1 : operation === 'consume' && allowed ? 1 : 0
+  const delta = cost === 0 || shed ? 0 : refund ? -1 : operation !== 'peek' && allowed ? 1 : 0
   // Sized up front: the first push into an empty array reserves room for 17.
   const windows: StoreWindowResult[] = new Array(windowCount)
   let w = 0
@@ -73,5 +86,62 @@ export function evaluateLocally<Key>(
     }
   }
   if (shed) return { allowed: false, shed, nowMs: now, windows }
+  if (lockouts !== undefined && !allowed && (blocked || operation === 'consume')) {
+    if (settleLockouts(lockouts, targets, windows, now, blocked)) return { allowed, blocked: true, nowMs: now, windows }
+  }
   return { allowed, nowMs: now, windows }
+}
+
+function blockedTarget(lockouts: LockoutTable, targets: readonly StoreTarget[], now: number): boolean {
+  for (const target of targets) {
+    if (target.block !== undefined && blockedUntil(lockouts.get(target, now), now) > 0) return true
+  }
+  return false
+}
+
+/**
+ * After a refusal, the same steps as lua/lib/lockout.lua: a block in force (`blocked`) marks its
+ * window failed until it ends; otherwise, each target with a block whose windows refused counts
+ * the refusal, and one that reaches `after` starts a block. Whether a block refused the decision.
+ */
+function settleLockouts(
+  lockouts: LockoutTable,
+  targets: readonly StoreTarget[],
+  windows: StoreWindowResult[],
+  now: number,
+  blocked: boolean,
+): boolean {
+  let refusedByBlock = blocked
+  let w = 0
+  for (const target of targets) {
+    const first = w
+    const count = target.windows.length
+    w += count
+    const { block } = target
+    if (block === undefined) continue
+    const state = lockouts.get(target, now)
+    let until = blockedUntil(state, now)
+    let window = state?.window ?? 0
+    if (until === 0) {
+      // A decision a block refused counts no refusal toward another.
+      if (blocked) continue
+      let failed = -1
+      for (let k = 0; k < count; k++) {
+        if ((windows[first + k] as StoreWindowResult).fitsAtMs > now) {
+          failed = k
+          break
+        }
+      }
+      if (failed < 0) continue
+      const next = afterRefusal(state, block, target.windows, now, failed)
+      lockouts.set(target, next, lockoutExpiresAt(next, target.windows))
+      until = blockedUntil(next, now)
+      if (until === 0) continue
+      window = failed
+      refusedByBlock = true
+    }
+    const answer = windows[first + Math.min(window, count - 1)] as StoreWindowResult
+    if (answer.fitsAtMs < until) answer.fitsAtMs = until
+  }
+  return refusedByBlock
 }

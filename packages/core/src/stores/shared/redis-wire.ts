@@ -64,7 +64,13 @@ export class ScriptArguments {
     return argument
   }
 
+  /** The target's windows' spec, and its block's after it (lua/lib/lockout.lua). */
   private specOf(target: StoreTarget): string {
+    const { block } = target
+    return block === undefined ? this.windowsSpecOf(target) : this.windowsSpecOf(target) + block.spec
+  }
+
+  private windowsSpecOf(target: StoreTarget): string {
     let spec = this.specs.get(target.windows)
     if (spec === undefined) {
       spec = SCRIPT_ALGORITHM[target.algorithm]
@@ -88,34 +94,44 @@ export function randomArgument(random: number): string {
 
 /**
  * The numbers a decision's reply holds: allowed with now, then for a decision sent with a random
- * number whether it was shed, then three per window of each target.
+ * number whether it was shed, then for one with a block whether a block refused it, then three
+ * per window of each target.
  */
 export function replyWidth(targets: readonly StoreTarget[], random: number | undefined): number {
   let width = random === undefined ? 1 : 2
+  if (hasBlock(targets)) width++
   for (const target of targets) width += 3 * target.windows.length
   return width
+}
+
+export function hasBlock(targets: readonly StoreTarget[]): boolean {
+  for (const target of targets) if (target.block !== undefined) return true
+  return false
 }
 
 export interface DecodedReply {
   allowed: boolean
   shed?: boolean
+  blocked?: boolean
   nowMs: number
   windows: StoreWindowResult[]
 }
 
-/** A decision's `width` numbers, `replies[at]` onwards; `random` as the decision was sent. */
+/** A decision's `width` numbers, `replies[at]` onwards; `random` and `blocks` (hasBlock) as the decision was sent. */
 export function decodeReply(
   replies: readonly unknown[],
   at: number,
   width: number,
   random: number | undefined,
+  blocks = false,
 ): DecodedReply {
   // The script's time, doubled, plus 1 when allowed: one integer where two would cost more.
   const head = replies[at] as number
   const allowed = head % 2 === 1
   const nowMs = allowed ? (head - 1) / 2 : head / 2
   const windows: StoreWindowResult[] = []
-  const first = random === undefined ? at + 1 : at + 2
+  const flags = random === undefined ? at + 1 : at + 2
+  const first = blocks ? flags + 1 : flags
   for (let i = first; i < at + width; i += 3) {
     const remaining = replies[i] as number | string
     const fitsAt = replies[i + 2] as number
@@ -127,6 +143,7 @@ export function decodeReply(
     })
   }
   if (random !== undefined && replies[at + 1] === 1) return { allowed, shed: true, nowMs, windows }
+  if (blocks && replies[flags] === 1) return { allowed, blocked: true, nowMs, windows }
   return { allowed, nowMs, windows }
 }
 

@@ -1,5 +1,10 @@
 const KIND = /^[A-Za-z][A-Za-z0-9._-]{0,31}$/
 
+/** Whether `text` can be an identifier's kind: a short word, as `ip`, `user`, `org`. */
+export function isIdentifierKind(text: string): boolean {
+  return KIND.test(text)
+}
+
 /**
  * What an identifier counts, told apart from whom it counts: the part before its first `:`
  * (`ip`, `user`), when that part is a short word. Undefined otherwise, so that an identifier
