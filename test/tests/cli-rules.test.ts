@@ -124,7 +124,8 @@ describe('tollgate rules', () => {
     // Windows as `rules list` writes them, whatever period text was published (it printed 1000/60s).
     const told = await cli('rules', 'history')
     expect(told.stdout).toMatch(/^.*api +default → fixed-window 1000\/1m *$/m)
-    expect(told.stdout).toMatch(/^.*search +default → gcra 20\/1s parent api.*$/m)
+    // search has no default in the application's rules: none before its publish, as after a rollback.
+    expect(told.stdout).toMatch(/^.*search +none → gcra 20\/1s parent api.*$/m)
 
     const list = await cli('rules', 'list')
     expect(list.stdout).toMatch(/^live rules under "cli:round-trip:.*" at epoch 1 \(defaults from .*\)$/m)
@@ -141,6 +142,9 @@ describe('tollgate rules', () => {
     expect(limiter.rules.get('api')?.windows).toEqual([{ limit: 600, periodMs: 60_000 }])
     const last = JSON.parse((await cli('--json', 'rules', 'history')).stdout).versions[0]
     expect(last).toMatchObject({ epoch: 2, rollbackOf: 0 })
+    const afterRollback = await cli('rules', 'history')
+    expect(afterRollback.stdout).toMatch(/^ *2 .*search +gcra 20\/1s parent api → none +rollback to epoch 0 *$/m)
+    expect(afterRollback.stdout).toMatch(/^ *2 .*api +fixed-window 1000\/1m → default +rollback to epoch 0 *$/m)
     await limiter.close()
     await app.close()
   })

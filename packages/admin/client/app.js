@@ -180,6 +180,9 @@ function DecisionsChart({ seconds: data }) {
         height: CHART_HEIGHT,
         scales: { x: { time: true } },
         axes: [{}, { label: 'decisions/s', size: 60 }],
+        // The legend names the series; the figures above the chart say the last second's values,
+        // so it shows none of its own ('--' until hovered).
+        legend: { live: false },
         series: [
           {},
           ...drawn.map(({ key, color }) => ({ label: key, stroke: color, width: 2, points: { show: false } })),
@@ -254,8 +257,9 @@ function TopOffenders({ snapshot, onPick, token }) {
 function Processes({ snapshot }) {
   const { processes = [], atMs } = snapshot
   if (processes.length === 0) return html`<p class="muted">No process wrote in the last few seconds.</p>`
+  const hybrids = processes.some(({ hybrid }) => hybrid)
   return html`<table id="processes">
-    <thead><tr><th>process</th><th class="n">last write</th><th>store</th><th class="n">staleness</th><th class="n">over-admitted</th></tr></thead>
+    <thead><tr><th>process</th><th class="n">last write</th><th>store</th><th class="n">staleness</th><th class="n" title="Units a HybridStore pushed above a window's limit at its syncs: what it admitted past the limit between syncs, within its stated bound">over-admitted</th></tr></thead>
     <tbody>
       ${processes.map(({ instance, atMs: at, hybrid }) => {
         const over = hybrid ? Object.entries(hybrid.overAdmittedByRule) : []
@@ -268,7 +272,12 @@ function Processes({ snapshot }) {
         </tr>`
       })}
     </tbody>
-  </table>`
+  </table>
+  ${
+    hybrids
+      ? html`<p class="muted" id="over-admitted-note">Over-admitted: units a HybridStore let through above a window's limit between two syncs, pushed to Redis at the next; the fleet's bound on it is in docs/hybrid.md.</p>`
+      : ''
+  }`
 }
 
 function Rules({ rules }) {
@@ -276,9 +285,21 @@ function Rules({ rules }) {
   return html`<dl class="rules">
     <dt>epoch</dt><dd><strong>${rules.epoch}</strong>${rules.stale ? html` <span class="warn">(stale: Redis not read)</span>` : ''}</dd>
     <dt>in force</dt><dd>${rules.names.length ? rules.names.join(', ') : html`<span class="muted">none known</span>`}</dd>
-    ${(rules.details ?? []).map(({ name, notes }) => html`<dt>${name}</dt><dd class="rule-notes">${notes.join('; ')}</dd>`)}
     ${rules.rejected.length ? html`<dt>rejected</dt><dd class="warn">${rules.rejected.join(', ')}</dd>` : ''}
-  </dl>`
+  </dl>
+  ${
+    rules.details?.length
+      ? html`<table id="rules">
+          <thead><tr><th>rule</th><th>windows</th><th>besides</th></tr></thead>
+          <tbody>
+            ${rules.details.map(
+              ({ name, windows, notes }) =>
+                html`<tr key=${name}><td>${name}</td><td>${windows}</td><td class="muted">${notes.join('; ')}</td></tr>`,
+            )}
+          </tbody>
+        </table>`
+      : ''
+  }`
 }
 
 function ResetForm({ snapshot, target, setTarget, token, setToken }) {

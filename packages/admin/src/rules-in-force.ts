@@ -27,8 +27,8 @@ export interface RulesView {
   rejected: string[]
   /** The names of the rules in force: the ones a reset can name. */
   names: string[]
-  /** The rules in force that key by kind, hold overrides or block, with what they do, by name. */
-  details: Array<{ name: string; notes: string[] }>
+  /** Each rule in force by name: its windows (and parent), and what it does besides: by kind, overrides, block. */
+  details: Array<{ name: string; windows: string; notes: string[] }>
 }
 
 /**
@@ -74,8 +74,8 @@ export class RulesInForce {
       rejected: rejected.map((rejection) => rejection.rule),
       names: [...this.limiter.rules.keys()].filter((name) => name !== STAND_IN).sort(),
       details: [...this.limiter.rules.values()]
-        .map((rule) => ({ name: rule.name, notes: notesOf(rule) }))
-        .filter(({ notes }) => notes.length > 0)
+        .filter((rule) => rule.name !== STAND_IN)
+        .map((rule) => ({ name: rule.name, windows: windowsText(rule.windows), notes: notesOf(rule) }))
         .sort((a, b) => a.name.localeCompare(b.name)),
     }
   }
@@ -130,6 +130,7 @@ async function countExisting(client: AdminConfig['client'], keys: readonly strin
 /** What the page says of a rule besides its name: whom it charges, its overrides, its block. */
 function notesOf(rule: Rule): string[] {
   const notes: string[] = []
+  if (rule.parent !== undefined) notes.push(`within ${rule.parent}`)
   if (rule.by !== undefined) notes.push(rule.by.length === 0 ? 'one count for everyone' : `by ${rule.by.join(', ')}`)
   for (const override of rule.overrides?.list ?? []) notes.push(`${override.key}: ${windowsText(override.windows)}`)
   if (rule.block !== undefined) {

@@ -154,6 +154,10 @@ describe.skipIf(skipped)('the admin page in Chromium', () => {
     await expect(page.locator('#top').textContent()).resolves.not.toContain('203.0.113.7')
     await expect(page.locator('#processes tbody tr').count()).resolves.toBe(4)
     await expect(page.locator('#processes').textContent()).resolves.toMatch(/search: \d+/)
+    // The numbers explained, the rules' limits listed, and no legend of dashes before a hover.
+    await expect(page.locator('#over-admitted-note').count()).resolves.toBe(1)
+    await expect(page.locator('#rules').textContent()).resolves.toContain('100/1m')
+    await expect(page.locator('.u-legend').textContent()).resolves.not.toContain('--')
 
     // Another second of traffic: the page shows it without being asked.
     await runSecond()

@@ -282,8 +282,8 @@ describe('resets', () => {
     const listed = await (await events(server)).until('the offender is listed', (event) => event.top.length === 1)
     expect(listed.top[0]).toMatchObject({ rule: 'login', identifier: 'ip:203.0.113.7', blockedUntilMs: T0 + 900_000 })
     expect(listed.rules.details).toEqual([
-      { name: 'login', notes: ['block 15m, ×2 up to 1h'] },
-      { name: 'org', notes: ['by org', 'org:acme: 500/1m'] },
+      { name: 'login', windows: '5/1m', notes: ['block 15m, ×2 up to 1h'] },
+      { name: 'org', windows: '100/1m', notes: ['by org', 'org:acme: 500/1m'] },
     ])
   })
 
@@ -412,7 +412,17 @@ describe('resets', () => {
     clock.advance(1_000)
     expect((await limiter.consume('login', 'ip:203.0.113.7')).allowed).toBe(true)
     const snapshot = await (await events(server)).until('a snapshot came', () => true)
-    expect(snapshot.rules).toEqual({ epoch: 1, stale: false, rejected: [], names: ['api', 'login'], details: [] })
+    expect(snapshot.rules).toEqual({
+      epoch: 1,
+      stale: false,
+      rejected: [],
+      names: ['api', 'login'],
+      details: [
+        { name: 'api', windows: '100/1m', notes: [] },
+        // The limits in force: the published ones.
+        { name: 'login', windows: '2/30s', notes: [] },
+      ],
+    })
   })
 
   it('says what is wrong with a reset it cannot make', async () => {

@@ -1,4 +1,4 @@
-import { type Duration, parseDuration, type RuleOptions, type RulesVersion } from '@tollgate/core'
+import { type Duration, loadRules, parseDuration, type RuleOptions, type RulesVersion } from '@tollgate/core'
 import type { CommandModule } from '../../command.js'
 import { isoTime, windowText } from '../../format.js'
 import type { Session } from '../../session.js'
@@ -25,6 +25,10 @@ export const history: CommandModule = {
         run(async (session: Session, rule: string | undefined) => {
           const live = await session.liveRules()
           const versions = await live.history(rule)
+          const defaults = session.options.rules === undefined ? undefined : loadRules(session.options.rules)
+          // What a rule with no published options is: the application's default, if it has one.
+          const unpublished = (name: string) =>
+            defaults === undefined ? 'unpublished' : Object.hasOwn(defaults, name) ? 'default' : 'none'
           session.out.result<HistoryResult>({ epoch: live.epoch, rule: rule ?? null, versions }, (result) => {
             if (result.versions.length === 0)
               return `no versions published under ${JSON.stringify(session.options.prefix)}`
@@ -40,7 +44,8 @@ export const history: CommandModule = {
                 { header: 'RULE', value: (r) => r.change.rule },
                 {
                   header: 'CHANGE',
-                  value: (r) => `${optionsText(r.change.previous)} → ${optionsText(r.change.options)}`,
+                  value: (r) =>
+                    `${optionsText(r.change.previous, unpublished(r.change.rule))} → ${optionsText(r.change.options, unpublished(r.change.rule))}`,
                 },
                 {
                   header: 'NOTE',
@@ -55,9 +60,9 @@ export const history: CommandModule = {
   },
 }
 
-/** Options as they were published, compactly: `sliding-log 600/1m, 10/1s parent api`; `default` for none. */
-function optionsText(options: RuleOptions | string | null): string {
-  if (options === null) return 'default'
+/** Options as they were published, compactly: `sliding-log 600/1m, 10/1s parent api`; `unpublished` for none. */
+function optionsText(options: RuleOptions | string | null, unpublished: string): string {
+  if (options === null) return unpublished
   if (typeof options === 'string') return `(not JSON: ${options.slice(0, 40)})`
   const windows = Array.isArray(options.windows)
     ? options.windows.map((w) => windowOf(w.limit, w.period, w.lowBurst)).join(', ')
