@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import {
   createLimiter,
   HybridStore,
@@ -121,6 +122,12 @@ describe('fleet stats', () => {
     const processes = await readFleetProcesses(client, prefix)
     expect(processes).toHaveLength(1)
     expect(processes[0]?.hybrid).toMatchObject({ trackedKeys: 1, mode: 'synced' })
+    // Named by host, so that an operator finds it: not a bare pid and random characters.
+    const host = hostname()
+      .replace(/[^A-Za-z0-9._-]+/g, '-')
+      .slice(0, 63)
+    expect(processes[0]?.instance).toBe(`${host}/${process.pid}-${processes[0]?.instance.slice(-8)}`)
+    expect(processes[0]?.instance).toMatch(/-[0-9a-f]{8}$/)
     await stats.close()
     await limiter.close()
   })

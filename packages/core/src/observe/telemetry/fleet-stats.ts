@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
 import type { Limiter } from '../../limiter/limiter.js'
 import type { Decision } from '../../rules/decision.js'
 import { validatePrefix } from '../../rules/keys.js'
@@ -136,7 +137,12 @@ class FleetStatsWriter implements DecisionObserver {
   private readonly keys: ReturnType<typeof fleetStatsKeys>
   private readonly labels: RuleLabels
   private readonly namesOfStates = new NamesOfStates()
-  private readonly instance = `${process.pid}-${randomBytes(4).toString('hex')}`
+  /**
+   * How the admin view and `tollgate top` name this process: its host, so that an operator can
+   * find it, its pid, and a few random characters that keep a restart apart from the process
+   * before it.
+   */
+  private readonly instance = instanceName()
   /** Seconds counted and not written yet, by second. */
   private readonly seconds = new Map<number, Map<Rule, RuleSecond>>()
   private second = -1
@@ -328,4 +334,13 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
     maxRules: whole('maxRules', raw.maxRules ?? 200, 1),
     onWarning: onWarning as WarningHandler,
   }
+}
+
+/** `<host>/<pid>-<8 hex>`, the host kept to the characters a key and a table cell take plainly. */
+function instanceName(): string {
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]+/g, '-')
+      .slice(0, 63) || 'host'
+  return `${host}/${process.pid}-${randomBytes(4).toString('hex')}`
 }
