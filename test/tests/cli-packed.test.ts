@@ -37,7 +37,7 @@ describe('@tollgate/cli as installed from the registry', () => {
   })
 
   it('ships its command and nothing of its sources', async () => {
-    expect(packed.files).toEqual(['LICENSE', 'README.md', 'dist/bin.js', 'package.json'])
+    expect(packed.files).toEqual(['CHANGELOG.md', 'LICENSE', 'README.md', 'dist/bin.js', 'package.json'])
     const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8'))
     expect(manifest.bin).toEqual({ tollgate: './dist/bin.js' })
     expect((await readFile(join(installed, 'dist/bin.js'), 'utf8')).split('\n')[0]).toBe('#!/usr/bin/env node')

@@ -30,6 +30,16 @@ describe('what a user reads away from the repository', () => {
     expect(repositoryPathsIn(readme)).toEqual([])
   })
 
+  // Regression: six packages shipped no CHANGELOG.md, and the others the 0.1.0 stub under 30 changes.
+  it.each(packages)('packages/%s ships a CHANGELOG.md whose newest section is its version', (name) => {
+    const { version, private: unpublished } = JSON.parse(
+      readFileSync(join(repoRoot, 'packages', name, 'package.json'), 'utf8'),
+    ) as { version: string; private?: boolean }
+    if (unpublished) return
+    const changelog = readFileSync(join(repoRoot, 'packages', name, 'CHANGELOG.md'), 'utf8')
+    expect(changelog.match(/^## (\S+)$/m)?.[1]).toBe(version)
+  })
+
   it.each([[['--help']], [['rules', '--help']]])(
     "tollgate %s names the repository's files by full URL only",
     async (args) => {
