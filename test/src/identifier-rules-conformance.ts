@@ -1,14 +1,7 @@
-import { type AlgorithmName, createLimiter, type RulesOptions } from '@tollgate/core'
+import type { AlgorithmName, RulesOptions } from '@tollgate/core'
 import { describe, expect, it } from 'vitest'
-import { ManualClock } from './manual-clock.js'
+import { conformanceLimiter } from './conformance-limiter.js'
 import type { StoreHarness } from './store-conformance.js'
-import { withAlgorithm } from './with-algorithm.js'
-
-/** A time aligned to every period used below, so fixed windows start at the clock's start. */
-const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
-
-/** How long a decision of the suite waits for its store. */
-const ANSWER_WITHIN_MS = 10_000
 
 /**
  * Rules keyed by identifier (`by`: each level of a hierarchy counting its own identifiers) and
@@ -20,13 +13,7 @@ export function describeIdentifierRules(
   /** What rules that name no algorithm take, on a store without the sliding log. */
   fallback?: AlgorithmName,
 ): void {
-  function limiterFor(given: RulesOptions) {
-    const clock = new ManualClock(T0)
-    const store = harnessOf().makeStore(clock.now)
-    const rules = withAlgorithm(given, fallback)
-    const limiter = createLimiter({ store, rules, onWarning: () => {}, storeTimeoutMs: ANSWER_WITHIN_MS })
-    return { limiter, clock }
-  }
+  const limiterFor = (given: RulesOptions) => conformanceLimiter(harnessOf(), given, fallback)
 
   describe('by: each level of a hierarchy keyed by its own identifier', () => {
     const hierarchy = {

@@ -1,13 +1,7 @@
 import { ALGORITHMS, type AlgorithmName, createLimiter, type Decision, type RulesOptions } from '@tollgate/core'
 import { describe, expect, it } from 'vitest'
-import { ManualClock } from './manual-clock.js'
+import { CONFORMANCE_T0, conformanceStore, limiterOn } from './conformance-limiter.js'
 import type { StoreHarness } from './store-conformance.js'
-
-/** A time aligned to every period used below, so fixed windows start at the clock's start. */
-const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
-
-/** How long a decision of the suite waits for its store. */
-const ANSWER_WITHIN_MS = 10_000
 
 const failed = (decision: Decision) =>
   decision.windows.filter((w) => w.failed).map((w) => `${w.rule}/${w.identifier}/${w.periodMs}`)
@@ -22,16 +16,15 @@ export function describeLockouts(
   algorithms: readonly AlgorithmName[] = ALGORITHMS,
 ): void {
   describe('block: lockout after refusals', () => {
+    /** Undefined on a store that keeps no blocks: the first test holds it to refusing them. */
     function limiterFor(rules: RulesOptions) {
-      const clock = new ManualClock(T0)
-      const store = harnessOf().makeStore(clock.now)
+      const { store, clock } = conformanceStore(harnessOf())
       if (store.holdsBlocks !== true) return undefined
-      const limiter = createLimiter({ store, rules, onWarning: () => {}, storeTimeoutMs: ANSWER_WITHIN_MS })
-      return { limiter, clock }
+      return { limiter: limiterOn(store, rules), clock }
     }
 
     it('is refused at construction by a store that keeps no blocks, or kept by one that does', () => {
-      const store = harnessOf().makeStore(() => T0)
+      const store = harnessOf().makeStore(() => CONFORMANCE_T0)
       const make = () =>
         createLimiter({
           store,

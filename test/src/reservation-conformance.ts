@@ -1,13 +1,7 @@
-import { ALGORITHMS, type AlgorithmName, createLimiter, type RulesOptions } from '@tollgate/core'
+import { ALGORITHMS, type AlgorithmName, type RulesOptions } from '@tollgate/core'
 import { describe, expect, it } from 'vitest'
-import { ManualClock } from './manual-clock.js'
+import { conformanceLimiter } from './conformance-limiter.js'
 import type { StoreHarness } from './store-conformance.js'
-
-/** A time aligned to every period used below, so fixed windows start at the clock's start. */
-const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000)
-
-/** How long a decision of the suite waits for its store. */
-const ANSWER_WITHIN_MS = 10_000
 
 /**
  * Reservations (`limiter.reserve`: a cost settled once it is known), as every store that charges
@@ -20,10 +14,8 @@ export function describeReservations(
 ): void {
   describe('reserve, settle and cancel', () => {
     function limiterFor(rules: RulesOptions) {
-      const clock = new ManualClock(T0)
-      const store = harnessOf().makeStore(clock.now)
-      const limiter = createLimiter({ store, rules, onWarning: () => {}, storeTimeoutMs: ANSWER_WITHIN_MS })
-      return { limiter, clock, charges: store.chargesOverLimits === true }
+      const made = conformanceLimiter(harnessOf(), rules)
+      return { ...made, charges: made.store.chargesOverLimits === true }
     }
 
     it('is refused by a store that does not charge over a limit, or kept by one that does', async () => {

@@ -1,4 +1,3 @@
-import { isThenable } from '../limiter/consume-now.js'
 import type { Reservation } from '../limiter/reservation.js'
 import { describeValue, TollgateConfigError } from '../support/errors.js'
 import { whenAnswered } from './count-only.js'
@@ -40,11 +39,9 @@ export function costSettler<Req>(
   warnOnce: (key: string, message: string, code: string) => void,
 ): (response: ObservedResponse | undefined, request: Req, reservation: Reservation) => void {
   const settled = (request: Req, response: ObservedResponse, reservation: Reservation) =>
+    // A promise the function returns is waited for, and one it throws caught, by the chain itself.
     Promise.resolve()
-      .then(() => {
-        const cost = settle(request, response)
-        return isThenable(cost) ? Promise.resolve(cost) : cost
-      })
+      .then(() => settle(request, response))
       .then((cost: unknown) => {
         if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
           warnOnce('not-a-cost', `${NOT_A_COST}: got ${describeValue(cost)}`, 'TG_SETTLE_FAILED')
