@@ -5,7 +5,7 @@
 /** Bottom to top; rooms on one floor do not import each other. */
 const FLOORS = [
   ['support'],
-  ['rules', 'identifiers', 'scripts'],
+  ['rules', 'identifiers', 'scripts', 'redis-clients'],
   ['algorithms'],
   ['stores'],
   ['live-rules'],

@@ -54,17 +54,29 @@ export async function installPacked(packed: PackedPackage, sourceDir: string, ap
   await mkdir(installed, { recursive: true })
   await runCommand('tar', ['-xzf', packed.tarball, '-C', installed, '--strip-components=1'], { timeoutMs: 10_000 })
 
-  const { dependencies = {}, peerDependencies = {} } = JSON.parse(
-    await readFile(join(installed, 'package.json'), 'utf8'),
-  ) as { dependencies?: Record<string, string>; peerDependencies?: Record<string, string> }
+  const {
+    dependencies = {},
+    peerDependencies = {},
+    peerDependenciesMeta = {},
+  } = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>
+    peerDependencies?: Record<string, string>
+    peerDependenciesMeta?: Record<string, { optional?: boolean }>
+  }
   const requireFromSource = createRequire(sourceManifest)
   for (const dependency of [...Object.keys(dependencies), ...Object.keys(peerDependencies)]) {
     const link = join(nodeModules, dependency)
     if (existsSync(link)) continue
+    // An optional peer the workspace package does not install itself (one client library of several) is left out, as npm leaves it.
+    if (peerDependenciesMeta[dependency]?.optional && !resolvable(requireFromSource, dependency)) continue
     await mkdir(dirname(link), { recursive: true })
     await symlink(packageDirOf(requireFromSource, dependency), link, 'dir')
   }
   return installed
+}
+
+function resolvable(require: NodeJS.Require, name: string): boolean {
+  return (require.resolve.paths(name) ?? []).some((base) => existsSync(join(base, name, 'package.json')))
 }
 
 /** A package's directory, also for packages whose `exports` hide `package.json` or whose entry is types only. */

@@ -1,8 +1,9 @@
-import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { installPacked, type PackedPackage, packPackage, runCommand } from '../src/pack-package.js'
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
@@ -18,6 +19,10 @@ describe('@tollgate/cli as installed from the registry', () => {
   beforeAll(async () => {
     tmp = await realpath(await mkdtemp(join(tmpdir(), 'tollgate-cli-packed-')))
     app = join(tmp, 'app')
+    // ioredis 6, as `npm install ioredis` gives it: the CLI's range takes it, so that the app holds one copy.
+    const ioredis6 = dirname(createRequire(import.meta.url).resolve('ioredis6/package.json'))
+    await mkdir(join(app, 'node_modules'), { recursive: true })
+    await symlink(await realpath(ioredis6), join(app, 'node_modules/ioredis'), 'dir')
     for (const [name, dir] of [
       ['core', coreDir],
       ['cli', cliDir],
@@ -59,5 +64,20 @@ describe('@tollgate/cli as installed from the registry', () => {
       valid: true,
       rules: [{ name: 'api', windows: [{ limit: 5, periodMs: 60_000 }] }],
     })
+  })
+
+  it('talks to Redis through the ioredis 6 the app installed', async () => {
+    const found = createRequire(join(installed, 'package.json'))('ioredis/package.json') as { version: string }
+    expect(found.version).toMatch(/^6\./)
+    const bin = join(installed, 'dist/bin.js')
+    const rules = join(tmp, 'inspect.yaml')
+    await writeFile(rules, 'limits:\n  - name: api\n    config:\n      - { limit: 5, period: 60 }\n')
+    const prefix = `cli-packed:${process.pid}:`
+    const { stdout } = await runCommand(
+      process.execPath,
+      [bin, '--redis', inject('redisUrl'), '--prefix', prefix, '--rules', rules, '--json', 'inspect', 'api', 'ip:1'],
+      { cwd: app, timeoutMs: 30_000 },
+    )
+    expect(JSON.parse(stdout)).toMatchObject({ rule: 'api' })
   })
 })

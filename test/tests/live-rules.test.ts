@@ -421,7 +421,7 @@ describe('LiveRules options', () => {
     [
       'no client',
       () => ({ defaults: DEFAULTS }),
-      'LiveRules option client must be an ioredis Redis or Cluster client, got undefined',
+      'LiveRules option client must be an ioredis (or iovalkey) Redis or Cluster client, or a node-redis client (createClient, createCluster or createSentinel), got undefined',
     ],
     [
       'invalid defaults',

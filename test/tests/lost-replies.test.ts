@@ -1,5 +1,6 @@
-import { createLimiter, HybridStore, type Limiter, RedisStore } from '@tollgate/core'
+import { createLimiter, HybridStore, type Limiter, type LiveRulesOptions, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
+import { createClient } from 'redis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { FaultProxy } from '../src/fault-proxy.js'
 import { pollUntil } from '../src/poll.js'
@@ -138,10 +139,24 @@ describe('writes that give units back or settle apply once, however often a lost
 describe('a HybridStore push applies once, however often it is sent', () => {
   let prefixes = 0
 
-  async function hybridThroughProxy(options: { maxRetriesPerRequest?: number | null } = {}) {
+  /** A HybridStore on a client through the proxy: ioredis with `options`, or node-redis. */
+  async function hybridThroughProxy(options: { maxRetriesPerRequest?: number | null } | 'node-redis' = {}) {
     const prefix = `lost-push:${process.pid}:${prefixes++}:`
-    const through = new Redis(proxy.url, options)
-    await through.ping()
+    let through: LiveRulesOptions['client']
+    let disconnect: () => unknown
+    if (options === 'node-redis') {
+      const client = createClient({ url: proxy.url })
+      // node-redis emits the lost connection as an error, and reconnects.
+      client.on('error', () => {})
+      await client.connect()
+      through = client
+      disconnect = () => client.destroy()
+    } else {
+      const client = new Redis(proxy.url, options)
+      await client.ping()
+      through = client
+      disconnect = () => client.disconnect()
+    }
     const store = new HybridStore({ client: through, prefix, clock: () => T0, autoSync: false, syncTimeoutMs: 10_000 })
     const limiter = createLimiter({ store, rules, onWarning: () => {} })
     const onRedis = createLimiter({
@@ -156,7 +171,7 @@ describe('a HybridStore push applies once, however often it is sent', () => {
         proxy.set({ kind: 'pass' })
         await limiter.close()
         await onRedis.close()
-        through.disconnect()
+        disconnect()
       },
     }
   }
@@ -176,29 +191,36 @@ describe('a HybridStore push applies once, however often it is sent', () => {
     }
   })
 
-  it('counts once a push whose call failed after Redis took it, sent again at the next sync', async () => {
-    // A client that gives a command up as soon as its connection is lost, as the store then sees it.
-    const hybrid = await hybridThroughProxy({ maxRetriesPerRequest: 0 })
-    try {
-      for (let i = 0; i < 4; i++) await hybrid.limiter.consume('r', 'ip:1')
-      proxy.dropNextReply({ kind: 'reset' })
-      expect((await hybrid.store.syncNow()).error).toBeDefined()
-      expect(await hybrid.used()).toBe(4)
-      proxy.set({ kind: 'pass' })
-      await hybrid.limiter.consume('r', 'ip:1')
-      await pollUntil('a sync reaches Redis again', 10_000, async () => {
-        const report = await hybrid.store.syncNow()
-        return report.error === undefined
-          ? { done: true, value: undefined }
-          : { done: false, state: String(report.error) }
-      })
-      // The failed push went again as it was, and the next consume with the next push.
-      await hybrid.store.syncNow()
-      expect(await hybrid.used()).toBe(5)
-    } finally {
-      await hybrid.close()
-    }
-  })
+  // A client that gives a command up as soon as its connection is lost, as the store then sees
+  // it: ioredis told so, and node-redis, which never sends a command again.
+  it.each([
+    ['ioredis with maxRetriesPerRequest 0', { maxRetriesPerRequest: 0 }],
+    ['node-redis', 'node-redis'],
+  ] as const)(
+    'counts once a push whose call failed after Redis took it, sent again at the next sync (%s)',
+    async (_, client) => {
+      const hybrid = await hybridThroughProxy(client)
+      try {
+        for (let i = 0; i < 4; i++) await hybrid.limiter.consume('r', 'ip:1')
+        proxy.dropNextReply({ kind: 'reset' })
+        expect((await hybrid.store.syncNow()).error).toBeDefined()
+        expect(await hybrid.used()).toBe(4)
+        proxy.set({ kind: 'pass' })
+        await hybrid.limiter.consume('r', 'ip:1')
+        await pollUntil('a sync reaches Redis again', 10_000, async () => {
+          const report = await hybrid.store.syncNow()
+          return report.error === undefined
+            ? { done: true, value: undefined }
+            : { done: false, state: String(report.error) }
+        })
+        // The failed push went again as it was, and the next consume with the next push.
+        await hybrid.store.syncNow()
+        expect(await hybrid.used()).toBe(5)
+      } finally {
+        await hybrid.close()
+      }
+    },
+  )
 })
 
 // A strict HybridStore gives back the slice it holds unused. Sent twice, a give-back subtracts the

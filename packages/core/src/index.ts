@@ -53,6 +53,8 @@ export type {
   RuleSecondCounts,
 } from './observe/telemetry/fleet-stats-reader.js'
 export { readFleetProcesses, readFleetSeconds, readTopRefused } from './observe/telemetry/fleet-stats-reader.js'
+export type { RedisClientLike } from './redis-clients/ioredis.js'
+export type { NodeRedisClientLike } from './redis-clients/node-redis.js'
 export type { Decision, DecisionReason, WindowState } from './rules/decision.js'
 export type { IdentifierOverride, IdentifierOverrides } from './rules/identifier-overrides.js'
 export { loadRules } from './rules/load-rules.js'
@@ -96,7 +98,6 @@ export type { HybridStats, SyncReport } from './stores/hybrid/reports.js'
 export type { MemoryStoreOptions } from './stores/memory/memory-store.js'
 export { MemoryStore } from './stores/memory/memory-store.js'
 export type { RedisStoreOptions } from './stores/redis/options.js'
-export type { RedisClientLike } from './stores/redis/redis-store.js'
 export { RedisStore } from './stores/redis/redis-store.js'
 export { decodeLockoutState } from './stores/shared/lockout-text.js'
 export type {

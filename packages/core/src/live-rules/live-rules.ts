@@ -65,7 +65,7 @@ export class LiveRules {
     if (!hasNoRules(config.defaults)) resolveRules(config.defaults, noop, false)
     this.names = new LiveWindowLists()
     this.applied = new AppliedRules(config.defaults, this.names, config.onWarning)
-    this.redis = new RedisRules(config.client, config.prefix)
+    this.redis = new RedisRules(config.connection, config.prefix)
     this.reader = new RulesReader(config, this.redis, this.applied)
 
     const { applied, reader } = this

@@ -1,6 +1,9 @@
+import { clientCloser } from '../redis-clients/client-closer.js'
+import type { RedisConnection } from '../redis-clients/connection.js'
+import { connectionOf } from '../redis-clients/connection-of.js'
+import type { NodeRedisClientLike } from '../redis-clients/node-redis.js'
 import { validatePrefix } from '../rules/keys.js'
 import type { RulesOptions, WarningHandler } from '../rules/rules.js'
-import { clientCloser } from '../support/client-ownership.js'
 import { describeValue, TollgateConfigError } from '../support/errors.js'
 import { checkOptionsObject, optionKeys } from '../support/option-objects.js'
 import { processWarning } from '../support/process-warning.js'
@@ -9,12 +12,13 @@ import type { LiveRulesClient } from './redis-rules.js'
 
 export interface LiveRulesOptions {
   /**
-   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
+   * An ioredis (or iovalkey) client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`;
+   * or a node-redis client, connected: `createClient()` or `createCluster()` (v4 to v6). Closed by
    * LiveRules only with `closeClient`. It reads and publishes through it; with `nudges`, it also
    * opens one connection of its own, `client.duplicate()`, to hear publishes, closed by `close()`.
    * @example new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
    */
-  client: LiveRulesClient
+  client: LiveRulesClient | NodeRedisClientLike
   /**
    * Whether `close()` also closes `client`, with `quit()`, once the read under way is done: for a
    * client made for these rules alone. A client the store shares stays open until the last of
@@ -74,7 +78,7 @@ export interface LiveRulesOptions {
 }
 
 export interface LiveRulesConfig {
-  readonly client: LiveRulesClient
+  readonly connection: RedisConnection
   /** What `close()` calls last: quits the client when `closeClient` gave it to LiveRules. */
   readonly closeClient: (() => Promise<void>) | undefined
   readonly defaults: RulesOptions
@@ -110,16 +114,7 @@ export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
     onWarning = processWarning,
     nudges = true,
   } = options
-  const commands = client as Partial<LiveRulesClient> | null
-  if (
-    typeof commands?.defineCommand !== 'function' ||
-    typeof commands.get !== 'function' ||
-    typeof commands.lrange !== 'function'
-  ) {
-    throw new TollgateConfigError(
-      `LiveRules option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
-    )
-  }
+  const connection = connectionOf(client, 'LiveRules option client')
   // setTimeout holds at most a signed 32-bit delay; past it Node silently uses 1 ms.
   if (
     typeof pollIntervalMs !== 'number' ||
@@ -141,14 +136,14 @@ export function liveRulesConfigOf(raw: unknown): LiveRulesConfig {
   if (typeof nudges !== 'boolean') {
     throw new TollgateConfigError(`LiveRules option nudges must be a boolean, got ${describeValue(nudges)}`)
   }
-  if (nudges && typeof (client as LiveRulesClient).duplicate !== 'function') {
+  if (nudges && connection.subscribe === undefined) {
     throw new TollgateConfigError(
-      'LiveRules option nudges needs a client with duplicate() (an ioredis client) to subscribe on; give nudges: false to poll only',
+      'LiveRules option nudges needs a client with duplicate() to subscribe on (a node-redis Sentinel has none); give nudges: false to poll only',
     )
   }
   return {
-    client: client as LiveRulesClient,
-    closeClient: clientCloser(options.closeClient, client, 'LiveRules'),
+    connection,
+    closeClient: clientCloser(options.closeClient, connection, 'LiveRules'),
     defaults: defaults as RulesOptions,
     prefix: validatePrefix(prefix),
     pollIntervalMs,

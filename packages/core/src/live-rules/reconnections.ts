@@ -1,38 +1,27 @@
-/** What an ioredis client emits when it connects again: `ready` (a `Redis`), `+node` (a `Cluster` connecting to a node, such as a replica promoted). */
-const EVENTS = ['ready', '+node'] as const
+import type { RedisConnection } from '../redis-clients/connection.js'
 
-interface Emitter {
-  on(event: string, listener: () => void): unknown
-  off(event: string, listener: () => void): unknown
-}
-
-const heardByClient = new WeakMap<object, { readonly heard: Set<() => void>; readonly fire: () => void }>()
+const heardByConnection = new WeakMap<RedisConnection, { readonly heard: Set<() => void>; readonly stop: () => void }>()
 
 /**
- * Calls `heard` whenever `client` connects again: after a failover, say, when the server it
- * reaches may not hold what the one before held. One listener per client and event, however many
- * live rules share the client, so that they do not pile up on it. Returns the function that stops;
- * a client that emits no events is never heard.
+ * Calls `heard` whenever the client connects again: after a failover, say, when the server it
+ * reaches may not hold what the one before held. One listener per client, however many live
+ * rules share the client, so that they do not pile up on it. Returns the function that stops.
  */
-export function onReconnection(client: unknown, heard: () => void): () => void {
-  const emitter = client as Partial<Emitter> | null
-  if (typeof emitter?.on !== 'function' || typeof emitter.off !== 'function') return () => {}
-  const target = emitter as Emitter
-  let entry = heardByClient.get(target)
+export function onReconnection(connection: RedisConnection, heard: () => void): () => void {
+  let entry = heardByConnection.get(connection)
   if (entry === undefined) {
     const all = new Set<() => void>()
-    const fire = () => {
+    const stop = connection.onReconnection(() => {
       for (const each of [...all]) each()
-    }
-    for (const event of EVENTS) target.on(event, fire)
-    entry = { heard: all, fire }
-    heardByClient.set(target, entry)
+    })
+    entry = { heard: all, stop }
+    heardByConnection.set(connection, entry)
   }
-  const { heard: all, fire } = entry
+  const { heard: all, stop } = entry
   all.add(heard)
   return () => {
     if (!all.delete(heard) || all.size > 0) return
-    for (const event of EVENTS) target.off(event, fire)
-    heardByClient.delete(target)
+    stop()
+    heardByConnection.delete(connection)
   }
 }

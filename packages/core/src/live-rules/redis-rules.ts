@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto'
+import type { RedisConnection, ScriptCommand } from '../redis-clients/connection.js'
 import { publishRulesScript, readRulesScript } from '../scripts/generated.js'
 import { TollgateConfigError, TollgateError } from '../support/errors.js'
 import type { Override, StoredRule } from './overrides.js'
 
 /**
- * The part of an ioredis `Redis` or `Cluster` client live rules use. Scripts go through
- * `defineCommand`, EVALSHA falling back to EVAL only on NOSCRIPT, as the stores' do.
+ * The part of an ioredis `Redis` or `Cluster` client live rules use; a node-redis client serves
+ * as well (`NodeRedisClientLike`). Scripts go by EVALSHA, falling back to EVAL only on NOSCRIPT,
+ * as the stores' do.
  */
 export interface LiveRulesClient {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
@@ -13,15 +15,6 @@ export interface LiveRulesClient {
   lrange(key: string, start: number, stop: number): Promise<string[]>
   /** A new connection with the same options, for the subscription that hears publishes. */
   duplicate?(): unknown
-}
-
-/** The subscriber connection: what an ioredis client in subscriber mode offers. */
-interface Subscriber {
-  subscribe(channel: string): Promise<unknown>
-  on(event: 'message', listener: (channel: string, message: string) => void): unknown
-  on(event: 'error', listener: (error: Error) => void): unknown
-  on(event: 'ready', listener: () => void): unknown
-  disconnect(): void
 }
 
 /** The versions a history keeps: the last 200 publishes, whatever rules each changed. The ids hash keeps as many epochs. */
@@ -87,12 +80,7 @@ export type PublishReply =
   | { readonly published: true; readonly epoch: number }
   | { readonly published: false; readonly found: number }
 
-type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
-
 const WHOLE_READS: ReadonlyArray<WholeRead | undefined> = [undefined, 'new', 'lost']
-
-const PUBLISH = `tollgatePublishRules${publishRulesScript.sha1.slice(0, 12)}`
-const READ = `tollgateReadRules${readRulesScript.sha1.slice(0, 12)}`
 
 /** Live rules' reads and writes in Redis; every failure rejects as a `TG_STORE` error. */
 export class RedisRules {
@@ -101,16 +89,16 @@ export class RedisRules {
   private readonly readScript: ScriptCommand
 
   constructor(
-    private readonly client: LiveRulesClient,
+    private readonly connection: RedisConnection,
     prefix: string,
   ) {
     this.keys = new RulesKeys(prefix)
-    this.publishScript = command(client, PUBLISH, publishRulesScript.lua)
-    this.readScript = command(client, READ, readRulesScript.lua)
+    this.publishScript = connection.script(publishRulesScript)
+    this.readScript = connection.script(readRulesScript)
   }
 
   async epoch(): Promise<number> {
-    const text = await failingAsStore(() => this.client.get(this.keys.epoch), 'read the epoch')
+    const text = await failingAsStore(() => this.connection.get(this.keys.epoch), 'read the epoch')
     return epochOf(text)
   }
 
@@ -174,7 +162,7 @@ export class RedisRules {
 
   /** The history's entries, newest first. */
   history(): Promise<string[]> {
-    return failingAsStore(() => this.client.lrange(this.keys.history, 0, -1), 'read the history')
+    return failingAsStore(() => this.connection.lrange(this.keys.history, 0, -1), 'read the history')
   }
 
   /**
@@ -183,24 +171,16 @@ export class RedisRules {
    * since announcements made while it was not were lost. Undefined when the client cannot duplicate.
    */
   subscribe(heard: (stamp?: RulesStamp) => void, failed: (error: Error) => void): (() => void) | undefined {
-    if (typeof this.client.duplicate !== 'function') return undefined
-    const subscriber = this.client.duplicate() as Subscriber
-    const { channel } = this.keys
-    subscriber.on('error', failed)
-    subscriber.on('message', (from, message) => {
-      if (from !== channel) return
-      // '<epoch> <id>'; an announcement that is not one still says that something changed.
-      const [epochText = '', id, ...rest] = message.split(' ')
-      const epoch = /^[0-9]+$/.test(epochText) ? Number(epochText) : Number.NaN
-      heard(Number.isSafeInteger(epoch) && id !== undefined && rest.length === 0 ? { epoch, id } : undefined)
+    return this.connection.subscribe?.(this.keys.channel, {
+      message(text) {
+        // '<epoch> <id>'; an announcement that is not one still says that something changed.
+        const [epochText = '', id, ...rest] = text.split(' ')
+        const epoch = /^[0-9]+$/.test(epochText) ? Number(epochText) : Number.NaN
+        heard(Number.isSafeInteger(epoch) && id !== undefined && rest.length === 0 ? { epoch, id } : undefined)
+      },
+      subscribed: () => heard(),
+      failed,
     })
-    // ioredis subscribes again by itself on every reconnection, then emits 'ready'.
-    subscriber.on('ready', () => heard())
-    subscriber.subscribe(channel).then(
-      () => heard(),
-      (error: unknown) => failed(error instanceof Error ? error : new Error(String(error))),
-    )
-    return () => subscriber.disconnect()
   }
 }
 
@@ -231,12 +211,6 @@ export function publishPayloadOf(
     )
   }
   return JSON.stringify(strings)
-}
-
-function command(client: LiveRulesClient, name: string, lua: string): ScriptCommand {
-  const commands = client as unknown as Record<string, ScriptCommand | undefined>
-  if (typeof commands[name] !== 'function') client.defineCommand(name, { lua })
-  return (commands[name] as ScriptCommand).bind(client)
 }
 
 /** An epoch as stored: a count of publishes; a missing key is epoch 0. */

@@ -48,7 +48,7 @@ export class RulesReader {
 
   /** Starts listening for nudges and reconnections and polling, and reads at once. */
   start(): void {
-    this.stopHearingReconnections = onReconnection(this.config.client, () => this.refresh().catch(unlessReported))
+    this.stopHearingReconnections = onReconnection(this.config.connection, () => this.refresh().catch(unlessReported))
     if (this.config.nudges) {
       try {
         this.unsubscribe = this.redis.subscribe(

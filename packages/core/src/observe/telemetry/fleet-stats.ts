@@ -309,7 +309,7 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
   const client = raw.client as FleetStatsClient
   if (client === null || typeof client !== 'object' || typeof client.pipeline !== 'function') {
     throw new TollgateConfigError(
-      `shareFleetStats option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
+      `shareFleetStats option client must be an ioredis (or iovalkey) Redis or Cluster client, got ${describeValue(client)}${nodeRedisHint(client)}`,
     )
   }
   const prefix = validatePrefix(raw.prefix ?? 'tg:', 'shareFleetStats')
@@ -343,4 +343,12 @@ function instanceName(): string {
       .replace(/[^A-Za-z0-9._-]+/g, '-')
       .slice(0, 63) || 'host'
   return `${host}/${process.pid}-${randomBytes(4).toString('hex')}`
+}
+
+/** Fleet stats write through ioredis pipelines: a node-redis client, which the stores take, is named as such. */
+function nodeRedisHint(client: unknown): string {
+  const offered = client as { sendCommand?: unknown; isOpen?: unknown } | null
+  return typeof offered?.sendCommand === 'function' && typeof offered.isOpen === 'boolean'
+    ? '; node-redis clients serve RedisStore, HybridStore and LiveRules but not fleet stats: give shareFleetStats an ioredis client'
+    : ''
 }

@@ -54,7 +54,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
   constructor(options: HybridStoreOptions) {
     super()
     this.config = hybridConfigOf(options)
-    const { client, prefix } = this.config
+    const { connection, prefix } = this.config
     this.link = new RedisLink(this.config)
     this.outage = new Outage(this.link, this.config)
     this.mode = this.config.strict
@@ -67,7 +67,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     this.supportedAlgorithms = this.mode.algorithms
     const { mode } = this
     this.evaluateSync = (request) => mode.decide(request)
-    this.resetKeys = keysReset(client, prefix, this.link.cluster)
+    this.resetKeys = keysReset(connection, prefix)
     if (this.config.autoSync) this.schedule()
   }
 
@@ -110,11 +110,11 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
       keys.push(key, `${key}:prev`)
     }
     await this.resetKeys(keys, targets, this.link.timeArg(this.link.now()))
-    this.link.errors?.answered()
+    this.link.errors.answered()
   }
 
   recentError(): Error | undefined {
-    return this.link.errors?.recent
+    return this.link.errors.recent
   }
 
   readOnEachSync(key: string, onValue: (value: string | null) => void): () => void {
@@ -182,7 +182,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     this.mode.close()
     if (this.mode.unsent()) await this.syncNow()
     else await this.syncing
-    this.link.errors?.release()
+    this.link.errors.release()
     await this.config.closeClient?.()
   }
 

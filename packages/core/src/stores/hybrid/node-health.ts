@@ -1,9 +1,5 @@
 import calculateSlot from 'cluster-key-slot'
-
-/** The slots each node serves, as an ioredis Cluster keeps them: `slots[slot][0]` is the master's `host:port`. */
-interface SlotMap {
-  slots?: ReadonlyArray<readonly string[] | undefined>
-}
+import type { RedisConnection } from '../../redis-clients/connection.js'
 
 /**
  * Whether each Redis node a HybridStore syncs with answers, and since when it last did. On a
@@ -20,10 +16,13 @@ export class NodeHealth {
   private readonly answeredAt = new Map<string, number>()
 
   constructor(
-    private readonly client: object,
-    private readonly cluster: boolean,
+    private readonly connection: RedisConnection,
     private readonly startedAt: number,
-  ) {}
+  ) {
+    this.cluster = connection.cluster
+  }
+
+  private readonly cluster: boolean
 
   /** The node that serves a key: a master's `host:port`, or the slot itself before the Cluster's first slot map. */
   nodeOf(key: string): string {
@@ -38,7 +37,7 @@ export class NodeHealth {
   }
 
   private masterOfSlot(slot: number): string | undefined {
-    return (this.client as SlotMap).slots?.[slot]?.[0]
+    return this.connection.masterOfSlot(slot)
   }
 
   /** Whether any node's last exchange failed. */

@@ -1,13 +1,16 @@
+import { clientCloser } from '../../redis-clients/client-closer.js'
+import type { RedisConnection } from '../../redis-clients/connection.js'
+import { connectionOf } from '../../redis-clients/connection-of.js'
+import type { RedisClientLike } from '../../redis-clients/ioredis.js'
+import type { NodeRedisClientLike } from '../../redis-clients/node-redis.js'
 import { validatePrefix } from '../../rules/keys.js'
 import type { WarningHandler } from '../../rules/rules.js'
-import { clientCloser } from '../../support/client-ownership.js'
 import type { Clock } from '../../support/clock.js'
 import { clockOption } from '../../support/clock.js'
 import { describeValue, TollgateConfigError } from '../../support/errors.js'
 import { checkOptionsObject, optionKeys } from '../../support/option-objects.js'
 import { processWarning } from '../../support/process-warning.js'
 import { MAX_TIMER_MS } from '../../support/timer-delay.js'
-import type { RedisClientLike } from '../shared/redis-client.js'
 
 /**
  * What a HybridStore decides with once Redis has not answered a sync for `outage.afterMs`, in the
@@ -58,10 +61,11 @@ export interface HybridLeaseOptions {
 
 export interface HybridStoreOptions {
   /**
-   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
-   * the store only with `closeClient`.
+   * An ioredis (or iovalkey) client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`;
+   * or a node-redis client, connected: `createClient()`, `createCluster()` or `createSentinel()`
+   * (v4 to v6). Closed by the store only with `closeClient`.
    */
-  client: RedisClientLike
+  client: RedisClientLike | NodeRedisClientLike
   /**
    * Whether `close()` (and so `limiter.close()`) also closes `client`, with `quit()`, once its
    * last sync is done: for a client made for this store alone, so that a script ends once its
@@ -162,7 +166,7 @@ const OUTAGE_KEYS = optionKeys<HybridOutageOptions>({ policy: true, afterMs: tru
 const LEASE_KEYS = optionKeys<HybridLeaseOptions>({ headroom: true, min: true })
 
 export interface HybridConfig {
-  readonly client: RedisClientLike
+  readonly connection: RedisConnection
   /** What `close()` calls last: quits the client when `closeClient` gave it to the store. */
   readonly closeClient: (() => Promise<void>) | undefined
   readonly prefix: string
@@ -182,13 +186,8 @@ export interface HybridConfig {
 
 export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
   const raw = checkOptionsObject(options, OPTION_KEYS, 'HybridStore options', { shape: '{ client }' })
-  const client = raw.client as RedisClientLike
-  if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function') {
-    throw new TollgateConfigError(
-      `HybridStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
-    )
-  }
-  const closeClient = clientCloser(raw.closeClient, client, 'HybridStore')
+  const connection = connectionOf(raw.client, 'HybridStore option client')
+  const closeClient = clientCloser(raw.closeClient, connection, 'HybridStore')
   const prefix = validatePrefix(raw.prefix ?? 'tg:', 'HybridStore')
   const syncIntervalMs = wholeMs(raw.syncIntervalMs ?? 1000, 'syncIntervalMs', 10)
   const autoSync = raw.autoSync ?? true
@@ -255,7 +254,7 @@ export function hybridConfigOf(options: HybridStoreOptions): HybridConfig {
     )
   }
   return {
-    client,
+    connection,
     closeClient,
     prefix,
     syncIntervalMs,

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import calculateSlot from 'cluster-key-slot'
+import type { ScriptSource } from '../../redis-clients/connection.js'
 import { KeyBuilder } from '../../rules/keys.js'
 import { syncScript } from '../../scripts/generated.js'
 import { timeFrom } from '../../support/clock.js'
 import { isStoreDown, TollgateError } from '../../support/errors.js'
-import { ClientErrors, type ErrorEvents } from '../shared/client-errors.js'
+import { ClientErrors } from '../shared/client-errors.js'
 import { type ConnectionWatch, ReplyWatches } from '../shared/reply-watch.js'
 import type { StoreReceiver, StoreTarget } from '../store.js'
 import { ServerAlignedClock } from './clock.js'
@@ -12,8 +13,6 @@ import { hybridInstancesKey } from './instances.js'
 import { NodeHealth } from './node-health.js'
 import type { HybridConfig } from './options.js'
 import type { ChunkOutcome, SyncCommand } from './sync-wire.js'
-
-const SYNC_COMMAND = `tollgateSync${syncScript.sha1.slice(0, 12)}`
 
 /**
  * What both of a HybridStore's modes share about talking to Redis: the script calls and each
@@ -27,7 +26,7 @@ export class RedisLink {
   readonly watches: ReplyWatches
   /** Whether each node's last exchange with this store (a sync, a read, a lease round trip) reached it, and when one last did. */
   readonly health: NodeHealth
-  readonly errors: ClientErrors | undefined
+  readonly errors: ClientErrors
   readonly aligned: ServerAlignedClock | undefined
   readonly now: () => number
   readonly heartbeatKey: string
@@ -43,32 +42,26 @@ export class RedisLink {
   private readonly runSync: SyncCommand
 
   constructor(private readonly config: HybridConfig) {
-    const { client, prefix, clock } = config
+    const { connection, prefix, clock } = config
     this.keys = new KeyBuilder(prefix)
     this.heartbeatKey = hybridInstancesKey(prefix)
-    this.cluster = (client as { isCluster?: unknown }).isCluster === true
-    this.runSync = this.script(SYNC_COMMAND, syncScript.lua)
-    this.watches = new ReplyWatches(client, this.cluster)
+    this.cluster = connection.cluster
+    this.runSync = connection.script(syncScript)
+    this.watches = new ReplyWatches(connection)
     if (clock) {
       this.now = () => timeFrom(clock, 'HybridStore')
     } else {
       this.aligned = new ServerAlignedClock()
       this.now = this.aligned.now
     }
-    this.errors =
-      typeof client.on === 'function' && typeof client.off === 'function'
-        ? ClientErrors.of(client as ErrorEvents)
-        : undefined
+    this.errors = ClientErrors.of(connection)
     this.startedAt = this.now()
-    this.health = new NodeHealth(client, this.cluster, this.startedAt)
+    this.health = new NodeHealth(connection, this.startedAt)
   }
 
-  /** A script as a command of the client, defined once per client. */
-  script(name: string, lua: string): SyncCommand {
-    const { client } = this.config
-    const commands = client as unknown as Record<string, SyncCommand | undefined>
-    if (typeof commands[name] !== 'function') client.defineCommand(name, { lua })
-    return (commands[name] as SyncCommand).bind(client)
+  /** A script, run by its SHA1 on the store's client. */
+  script(source: ScriptSource): SyncCommand {
+    return this.config.connection.script(source)
   }
 
   /** The Redis key that holds a target's state: a RedisStore's with the same prefix. */
@@ -110,7 +103,7 @@ export class RedisLink {
     const node = this.health.nodeOf(first)
     try {
       const answered = await reply
-      this.errors?.answered()
+      this.errors.answered()
       this.health.answered(node, this.safeNow())
       return answered
     } catch (error) {
@@ -123,15 +116,14 @@ export class RedisLink {
 
   /** A script call on `key`'s node, sent at `sentAt` (monotonic ms), answered at the server's `serverMs`. */
   answered(key: string, serverMs: number, sentAt: number): void {
-    this.errors?.answered()
+    this.errors.answered()
     this.health.answered(this.health.nodeOf(key), this.safeNow())
     this.aligned?.measured(serverMs, sentAt, performance.now())
   }
 
   /** Asks the node serving `key` whether it holds it: an outcome of a sync that pushes nothing. */
   probe(key: string): Promise<ChunkOutcome | Error> {
-    const client = this.config.client as unknown as { exists(key: string): Promise<number> }
-    return client.exists(key).then(
+    return this.config.connection.exists(key).then(
       () => ({ overAdmitted: 0, instances: undefined }),
       (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
     )
@@ -186,7 +178,7 @@ export class RedisLink {
 
   /** A store failure (`TG_STORE`), with what the client last said. */
   failure(message: string, cause?: unknown): TollgateError {
-    const recent = this.errors?.recent
+    const recent = this.errors.recent
     const said = recent ? `; the store last said: ${recent.message}` : ''
     return new TollgateError('TG_STORE', `${message}${said}`, { storeDown: true, cause: cause ?? recent })
   }

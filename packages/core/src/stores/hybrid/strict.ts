@@ -9,8 +9,6 @@ import type { HybridConfig } from './options.js'
 import type { Outage } from './outage.js'
 import type { RedisLink } from './redis-link.js'
 
-const LEASE_COMMAND = `tollgateLease${leaseScript.sha1.slice(0, 12)}`
-
 /**
  * `consistency: 'strict'`: the process decides on slices of the limits it reserved in Redis
  * (leases, `lease-book.ts`) and never admits above a limit; a decision its slices do not cover
@@ -32,7 +30,7 @@ export class StrictMode implements HybridMode {
     this.book = new LeaseBook(link.keys, config.maxTrackedKeys, { headroom, min, syncIntervalMs })
     this.exchange = new LeaseExchange({
       book: this.book,
-      run: link.script(LEASE_COMMAND, leaseScript.lua),
+      run: link.script(leaseScript),
       cluster: link.cluster,
       watches: link.watches,
       operationKey: (key) => operationKeyBeside(prefix, key),

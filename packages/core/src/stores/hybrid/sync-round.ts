@@ -130,9 +130,9 @@ export class SyncRounds {
 
   /** Keys read on each sync: written with the chunks, so answered in the same round trip; a failure is the sync's to report. */
   private readEachSyncKeys(): void {
-    const client = this.config.client as unknown as { get(key: string): Promise<string | null> }
+    const { connection } = this.config
     for (const [key, hearing] of this.readsEachSync) {
-      client.get(key).then(
+      connection.get(key).then(
         (value) => {
           for (const onValue of hearing) onValue(value)
         },

@@ -1,18 +1,22 @@
-import { clientCloser } from '../../support/client-ownership.js'
+import { clientCloser } from '../../redis-clients/client-closer.js'
+import type { RedisConnection } from '../../redis-clients/connection.js'
+import { connectionOf } from '../../redis-clients/connection-of.js'
+import type { RedisClientLike } from '../../redis-clients/ioredis.js'
+import type { NodeRedisClientLike } from '../../redis-clients/node-redis.js'
 import { type Clock, clockOption } from '../../support/clock.js'
 import { describeValue, TollgateConfigError } from '../../support/errors.js'
 import { checkOptionsObject, integerOption, optionKeys } from '../../support/option-objects.js'
-import type { RedisClientLike } from '../shared/redis-client.js'
 
 export interface RedisStoreOptions {
   /**
-   * An ioredis client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`, closed by
-   * the store only with `closeClient`. It listens to the client's `error` (and `node error`)
+   * An ioredis (or iovalkey) client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`;
+   * or a node-redis client, connected: `createClient()`, `createCluster()` or `createSentinel()`
+   * (v4 to v6). Closed by the store only with `closeClient`. It listens to the client's error
    * events until `close()`, so that a decision that times out can say what Redis last said (a
    * refused AUTH, say); ioredis then no longer prints those errors itself, so listen to them too
    * if you log them.
    */
-  client: RedisClientLike
+  client: RedisClientLike | NodeRedisClientLike
   /**
    * Whether `close()` (and so `limiter.close()`) also closes `client`, with `quit()`, which waits
    * for the replies of commands already sent: for a client made for this store alone, so that a
@@ -61,7 +65,7 @@ const OPTION_KEYS = optionKeys<RedisStoreOptions>({
 
 /** A RedisStore's options, checked: every error names the option and the value. */
 export interface RedisConfig {
-  readonly client: RedisClientLike
+  readonly connection: RedisConnection
   readonly prefix: string
   readonly clock: Clock | undefined
   /** What `close()` calls last: quits the client when `closeClient` gave it to the store. */
@@ -73,14 +77,10 @@ export interface RedisConfig {
 export function redisConfigOf(options: RedisStoreOptions): RedisConfig {
   checkOptionsObject(options, OPTION_KEYS, 'RedisStore options', { shape: '{ client }' })
   const { client, prefix = 'tg:', clock, refusalCache } = options
-  if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function') {
-    throw new TollgateConfigError(
-      `RedisStore option client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`,
-    )
-  }
+  const connection = connectionOf(client, 'RedisStore option client')
   if (clock !== undefined) clockOption(clock, 'RedisStore')
-  const closeClient = clientCloser(options.closeClient, client, 'RedisStore')
-  return { client, prefix, clock, closeClient, refusalCache: refusalCacheOf(refusalCache) }
+  const closeClient = clientCloser(options.closeClient, connection, 'RedisStore')
+  return { connection, prefix, clock, closeClient, refusalCache: refusalCacheOf(refusalCache) }
 }
 
 const DEFAULT_REFUSAL_CACHE = { maxEntries: 10_000, maxHoldMs: 1_000 }

@@ -1,13 +1,13 @@
 import calculateSlot from 'cluster-key-slot'
+import type { ScriptCommand } from '../../redis-clients/connection.js'
 import { KeyBuilder } from '../../rules/keys.js'
 import { decideScript } from '../../scripts/generated.js'
 import { type Clock, timeFrom } from '../../support/clock.js'
 import { describeValue, TollgateError } from '../../support/errors.js'
 import { Batches } from '../shared/batches.js'
-import { ClientErrors, type ErrorEvents } from '../shared/client-errors.js'
+import { ClientErrors } from '../shared/client-errors.js'
 import { decideAcrossSlots, groupBySlot, type RunOnSlot } from '../shared/cluster-slots.js'
 import { operationKey } from '../shared/operations.js'
-import type { RedisClientLike } from '../shared/redis-client.js'
 import {
   type DecodedReply,
   decisionFailure,
@@ -31,12 +31,6 @@ import type {
 } from '../store.js'
 import { type RedisStoreOptions, redisConfigOf } from './options.js'
 import { RefusalCache } from './refusal-cache.js'
-
-export type { RedisClientLike }
-
-const COMMAND = `tollgateDecide${decideScript.sha1.slice(0, 12)}`
-
-type DecideCommand = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
 
 /**
  * Decisions per script call. A batch holds Redis for about its size times one decision's
@@ -89,10 +83,10 @@ export class RedisStore implements Store {
   private readonly cluster: boolean
   private readonly keys: KeyBuilder
   private readonly clock: Clock | undefined
-  private readonly runScript: DecideCommand
+  private readonly runScript: ScriptCommand
   private readonly scriptArguments = new ScriptArguments()
   private readonly batches: Batches<QueuedRun>
-  private readonly errors: ClientErrors | undefined
+  private readonly errors: ClientErrors
   private readonly resetKeys: ReturnType<typeof keysReset>
   private readonly watches: ReplyWatches
   private readonly refusals: RefusalCache | undefined
@@ -105,10 +99,10 @@ export class RedisStore implements Store {
   private closed = false
 
   constructor(options: RedisStoreOptions) {
-    const { client, prefix, clock, closeClient, refusalCache } = redisConfigOf(options)
+    const { connection, prefix, clock, closeClient, refusalCache } = redisConfigOf(options)
     this.closeClient = closeClient
-    this.cluster = (client as { isCluster?: unknown }).isCluster === true
-    this.watches = new ReplyWatches(client, this.cluster)
+    this.cluster = connection.cluster
+    this.watches = new ReplyWatches(connection)
     if (refusalCache !== undefined) {
       const refusals = new RefusalCache(refusalCache.maxEntries, refusalCache.maxHoldMs)
       this.refusals = refusals
@@ -119,15 +113,10 @@ export class RedisStore implements Store {
     }
     this.keys = new KeyBuilder(prefix)
     this.clock = clock
-    const commands = client as unknown as Record<string, DecideCommand | undefined>
-    if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: decideScript.lua })
-    this.runScript = (commands[COMMAND] as DecideCommand).bind(client)
-    this.resetKeys = keysReset(client, this.keys.prefix, this.cluster)
+    this.runScript = connection.script(decideScript)
+    this.resetKeys = keysReset(connection, this.keys.prefix)
     this.batches = new Batches(MAX_BATCH, (group, runs) => this.send(group, runs))
-    this.errors =
-      typeof client.on === 'function' && typeof client.off === 'function'
-        ? ClientErrors.of(client as ErrorEvents)
-        : undefined
+    this.errors = ClientErrors.of(connection)
   }
 
   /** The key that holds a target's state: useful to inspect it with redis-cli. */
@@ -184,7 +173,7 @@ export class RedisStore implements Store {
     const keys = this.keysOf(targets).flatMap((key) => [key, `${key}:block`])
     this.refusals?.forget(targets)
     await this.resetKeys(keys, targets, this.clock ? String(timeFrom(this.clock, 'RedisStore')) : '-')
-    this.errors?.answered()
+    this.errors.answered()
   }
 
   /**
@@ -202,14 +191,14 @@ export class RedisStore implements Store {
   }
 
   recentError(): Error | undefined {
-    return this.errors?.recent
+    return this.errors.recent
   }
 
   /** Stops listening to the client's errors; the client stays open unless `closeClient` is true. */
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true
-      this.errors?.release()
+      this.errors.release()
     }
     return this.closeClient?.() ?? Promise.resolve()
   }
@@ -295,7 +284,7 @@ export class RedisStore implements Store {
     reply.then(
       (replies) => {
         watch.heard()
-        this.errors?.answered()
+        this.errors.answered()
         // One flat array: per run, its numbers, or one string for the error that failed it alone.
         let at = 0
         let i = 0

@@ -1,35 +1,30 @@
-/** The part of an ioredis client that reports its errors: its 'error' and (Cluster) 'node error' events. */
-export interface ErrorEvents {
-  on(event: 'error' | 'node error', listener: (error: Error) => void): unknown
-  off(event: 'error' | 'node error', listener: (error: Error) => void): unknown
-}
-
-const EVENTS = ['error', 'node error'] as const
+import type { RedisConnection } from '../../redis-clients/connection.js'
 
 /**
  * What one client last reported as an error (a refused AUTH, a server still loading, a lost
- * connection), until Redis answers again: ioredis reports such errors as events, while the
+ * connection), until Redis answers again: the clients report such errors as events, while the
  * commands waiting meanwhile only time out. Stores on the same client share one listener, so
  * that a store per limiter does not trip Node's limit on listeners.
  */
 export class ClientErrors {
-  private static readonly byClient = new WeakMap<ErrorEvents, ClientErrors>()
+  private static readonly byConnection = new WeakMap<RedisConnection, ClientErrors>()
   /** Cleared by `answered()`: an error from before the last answer no longer explains anything. */
   recent: Error | undefined = undefined
   private users = 0
-  private readonly record = (error: Error) => {
-    this.recent = error
+  private readonly stop: () => void
+
+  private constructor(private readonly connection: RedisConnection) {
+    this.stop = connection.onError((error) => {
+      this.recent = error
+    })
   }
 
-  private constructor(private readonly client: ErrorEvents) {}
-
   /** Starts listening on the client, or joins the stores already listening; call `release` when done. */
-  static of(client: ErrorEvents): ClientErrors {
-    let errors = ClientErrors.byClient.get(client)
+  static of(connection: RedisConnection): ClientErrors {
+    let errors = ClientErrors.byConnection.get(connection)
     if (errors === undefined) {
-      errors = new ClientErrors(client)
-      ClientErrors.byClient.set(client, errors)
-      for (const event of EVENTS) client.on(event, errors.record)
+      errors = new ClientErrors(connection)
+      ClientErrors.byConnection.set(connection, errors)
     }
     errors.users++
     return errors
@@ -42,7 +37,7 @@ export class ClientErrors {
   /** The last store on the client to release it removes the listener. */
   release(): void {
     if (--this.users > 0) return
-    for (const event of EVENTS) this.client.off(event, this.record)
-    ClientErrors.byClient.delete(this.client)
+    this.stop()
+    ClientErrors.byConnection.delete(this.connection)
   }
 }

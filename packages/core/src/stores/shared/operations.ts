@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { isReplyError } from '../../redis-clients/reply-errors.js'
 import { encodeKeyPart } from '../../rules/keys.js'
 
 /**
@@ -25,14 +26,6 @@ export function operationKeyBeside(prefix: string, key: string): string {
   const close = key.indexOf('}', open + 1)
   count++
   return `${prefix}!op:{${key.slice(open + 1, close)}}:${PROCESS_PART}${count.toString(36)}`
-}
-
-/**
- * Whether Redis answered the call with an error (ioredis's ReplyError): the script did not run,
- * where a call that failed without an answer (a lost connection) may have.
- */
-export function isReplyError(error: unknown): boolean {
-  return (error as { name?: unknown } | null)?.name === 'ReplyError'
 }
 
 /** How long a call whose outcome is unknown is sent again as it was: within its operation key's minute, with a margin. */

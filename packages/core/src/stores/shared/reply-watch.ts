@@ -1,4 +1,5 @@
 import { setImmediate } from 'node:timers'
+import type { RedisConnection } from '../../redis-clients/connection.js'
 import type { ReplyWatch } from '../store.js'
 
 /**
@@ -40,11 +41,6 @@ export class ConnectionWatch implements ReplyWatch {
   }
 }
 
-/** The slots each node serves, as an ioredis Cluster keeps them: `slots[slot][0]` is the master's `host:port`. */
-interface SlotMap {
-  slots?: ReadonlyArray<readonly string[] | undefined>
-}
-
 /**
  * A store's watches: one for a standalone or Sentinel client (one connection), one per master on
  * a Cluster, so that a master that stopped answering is not hidden by the others' replies.
@@ -53,17 +49,14 @@ export class ReplyWatches {
   private readonly single = new ConnectionWatch()
   private readonly byNode = new Map<string, ConnectionWatch>()
 
-  constructor(
-    private readonly client: object,
-    private readonly cluster: boolean,
-  ) {}
+  constructor(private readonly connection: RedisConnection) {}
 
   /** The watch of the connection a command on `slot` goes to (any number off a Cluster). */
   of(slot: number): ConnectionWatch {
-    if (!this.cluster) return this.single
+    if (!this.connection.cluster) return this.single
     // Before the Cluster's first slot map, or for a slot no master serves yet, commands wait in
     // the client: a watch of their own, for the slot.
-    const node = (this.client as SlotMap).slots?.[slot]?.[0] ?? `slot ${slot}`
+    const node = this.connection.masterOfSlot(slot) ?? `slot ${slot}`
     let watch = this.byNode.get(node)
     if (watch === undefined) {
       watch = new ConnectionWatch()

@@ -1,16 +1,8 @@
+import type { RedisConnection } from '../../redis-clients/connection.js'
 import { resetScript } from '../../scripts/generated.js'
 import type { StoreTarget } from '../store.js'
 import { groupBySlot } from './cluster-slots.js'
 import { operationKeyBeside } from './operations.js'
-
-/** The part of an ioredis client a reset needs. */
-export interface ScriptClient {
-  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
-}
-
-type ResetCommand = (numberOfKeys: number, ...keys: string[]) => Promise<unknown>
-
-const COMMAND = `tollgateReset${resetScript.sha1.slice(0, 12)}`
 
 /** A reset's marks live at least this long: a slice reserved just before must find them at the next sync. */
 const MIN_MARK_MS = 120_000
@@ -24,13 +16,11 @@ const MIN_MARK_MS = 120_000
  * operation's key in its slot.
  */
 export function keysReset(
-  client: ScriptClient,
+  connection: RedisConnection,
   prefix: string,
-  cluster: boolean,
 ): (keys: readonly string[], targets: readonly StoreTarget[], time: string) => Promise<void> {
-  const commands = client as unknown as Record<string, ResetCommand | undefined>
-  if (typeof commands[COMMAND] !== 'function') client.defineCommand(COMMAND, { lua: resetScript.lua })
-  const run = (commands[COMMAND] as ResetCommand).bind(client)
+  const run = connection.script(resetScript)
+  const { cluster } = connection
   return async (keys, targets, time) => {
     if (keys.length === 0) return
     let longest = 0

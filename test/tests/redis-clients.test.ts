@@ -1,0 +1,270 @@
+// The stores and live rules take a client of either library, told apart by the object given:
+// ioredis and its fork iovalkey, and node-redis from v4 to v6. The same Lua and keys run whatever
+// the client, so processes on different clients share counters and rules.
+import {
+  createLimiter,
+  type Decision,
+  HybridStore,
+  LiveRules,
+  type LiveRulesOptions,
+  RedisStore,
+  type RulesOptions,
+  shareFleetStats,
+  TollgateConfigError,
+} from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { Redis as Valkey } from 'iovalkey'
+import { createClient as createClient6, createCluster as createCluster6 } from 'redis'
+import { createClient as createClient4 } from 'redis4'
+import { createClient as createClient5, createCluster as createCluster5 } from 'redis5'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { pollUntil } from '../src/poll.js'
+import { spawnRedisCluster } from '../src/redis-cluster.js'
+import { keysWithTtl, keyValues } from '../src/redis-keys.js'
+import { runStoreConformance } from '../src/store-conformance.js'
+
+/** A connected client of one library, and how to close it. */
+interface Library {
+  readonly name: string
+  connect(url: string): Promise<{ client: LiveRulesOptions['client']; close(): Promise<void> }>
+}
+
+const LIBRARIES: Library[] = [
+  {
+    name: 'iovalkey',
+    async connect(url) {
+      const client = new Valkey(url)
+      return { client, close: async () => void (await client.quit()) }
+    },
+  },
+  {
+    name: 'node-redis 4',
+    async connect(url) {
+      const client = createClient4({ url })
+      await client.connect()
+      return { client, close: async () => void (await client.quit()) }
+    },
+  },
+  {
+    name: 'node-redis 5',
+    async connect(url) {
+      const client = createClient5({ url })
+      await client.connect()
+      return { client, close: () => client.close() }
+    },
+  },
+  {
+    name: 'node-redis 6',
+    async connect(url) {
+      const client = createClient6({ url })
+      await client.connect()
+      return { client, close: () => client.close() }
+    },
+  },
+]
+
+let prefixes = 0
+const prefixOf = (what: string) => `clients:${process.pid}:${prefixes++}:${what}:`
+const remaining = (decision: Decision) => decision.windows.map((window) => window.remaining)
+
+for (const library of LIBRARIES) {
+  runStoreConformance(`RedisStore on ${library.name}`, async () => {
+    const { client, close } = await library.connect(inject('redisUrl'))
+    const observer = new Redis(inject('redisUrl'))
+    let prefix = ''
+    return {
+      makeStore(clock) {
+        prefix = prefixOf('conformance')
+        return new RedisStore({ client, clock, prefix })
+      },
+      keys: () => keysWithTtl(observer, prefix),
+      snapshot: () => keyValues(observer, prefix),
+      close: async () => {
+        await close()
+        await observer.quit()
+      },
+    }
+  })
+
+  describe(`${library.name} beside ioredis`, () => {
+    let other: Awaited<ReturnType<Library['connect']>>
+    let ioredis: Redis
+    beforeAll(async () => {
+      other = await library.connect(inject('redisUrl'))
+      ioredis = new Redis(inject('redisUrl'))
+    })
+    afterAll(async () => {
+      await other.close()
+      await ioredis.quit()
+    })
+
+    const rules: RulesOptions = { api: { algorithm: 'fixed-window', windows: [{ limit: 4, period: '1m' }] } }
+
+    it('shares one RedisStore counter with a process on ioredis', async () => {
+      const prefix = prefixOf('shared')
+      const limiters = [other.client, ioredis].map((client) =>
+        createLimiter({ rules, store: new RedisStore({ client, prefix }) }),
+      )
+      const reasons = []
+      for (let i = 0; i < 6; i++) reasons.push((await limiters[i % 2]!.consume('api', 'ip:1')).reason)
+      expect(reasons).toEqual(['ok', 'ok', 'ok', 'ok', 'limited', 'limited'])
+      await Promise.all(limiters.map((limiter) => limiter.close()))
+    })
+
+    it("syncs a HybridStore's units into the counter a RedisStore on ioredis decides on", async () => {
+      const prefix = prefixOf('hybrid')
+      const hybrid = new HybridStore({ client: other.client, prefix, autoSync: false })
+      const local = createLimiter({ rules, store: hybrid })
+      const remote = createLimiter({ rules, store: new RedisStore({ client: ioredis, prefix }) })
+      for (let i = 0; i < 3; i++) expect((await local.consume('api', 'ip:1')).reason).toBe('ok')
+      const report = await hybrid.syncNow()
+      expect(report.error).toBeUndefined()
+      expect(remaining(await remote.peek('api', 'ip:1'))).toEqual([1])
+      await Promise.all([local.close(), remote.close()])
+    })
+
+    it('hears a publish made on ioredis through its own subscription, and reads it', async () => {
+      const prefix = prefixOf('live')
+      const defaults: RulesOptions = { api: { windows: [{ limit: 10, period: '1m' }] } }
+      const follower = new LiveRules({ client: other.client, defaults, prefix, pollIntervalMs: 0 })
+      const publisher = new LiveRules({ client: ioredis, defaults, prefix, pollIntervalMs: 0, nudges: false })
+      const limiter = createLimiter({ rules: follower, store: new RedisStore({ client: other.client, prefix }) })
+      await follower.refresh()
+      await pollUntil('the follower subscribed', 10_000, async () => {
+        const [, count] = (await ioredis.pubsub('NUMSUB', `${prefix}{rules}:nudge`)) as [string, number]
+        return count === 1 ? { done: true, value: count } : { done: false, state: `${count} subscribers` }
+      })
+      await publisher.publish({ api: { windows: [{ limit: 25, period: '1m' }] } })
+      // Neither process polls: only the nudge can bring the publish.
+      await pollUntil('the follower applied the publish', 10_000, async () =>
+        follower.epoch === 1 ? { done: true, value: 1 } : { done: false, state: `epoch ${follower.epoch}` },
+      )
+      expect((await limiter.consume('api', 'ip:1')).windows[0]?.limit).toBe(25)
+      expect((await follower.history()).length).toBe(1)
+      await Promise.all([limiter.close(), follower.close(), publisher.close()])
+      // The rules' keys have no TTL: they are configuration.
+      await ioredis.del(...(await ioredis.keys(`${prefix}{rules}:*`)))
+    })
+
+    it('loads its scripts again after SCRIPT FLUSH', async () => {
+      const limiter = createLimiter({
+        rules,
+        store: new RedisStore({ client: other.client, prefix: prefixOf('flush') }),
+      })
+      expect((await limiter.consume('api', 'ip:1')).reason).toBe('ok')
+      await ioredis.script('FLUSH')
+      const decision = await limiter.consume('api', 'ip:1')
+      expect(decision.reason).toBe('ok')
+      expect(remaining(decision)).toEqual([2])
+      await limiter.close()
+    })
+
+    it("fails a decision over a key of the wrong type alone, with Redis's own words", async () => {
+      const store = new RedisStore({ client: other.client, prefix: prefixOf('wrongtype') })
+      const limiter = createLimiter({ store, rules: { r: { windows: [{ limit: 5, period: '1m' }] } } })
+      const rule = limiter.rules.get('r')!.stateName
+      await ioredis.set(store.keyOf({ rule, algorithm: 'sliding-log', windows: [], identifier: 'ip:a' }), 'x', 'EX', 60)
+      const [broken, fine] = await Promise.all([limiter.consume('r', 'ip:a'), limiter.consume('r', 'ip:b')])
+      expect(broken).toMatchObject({ allowed: true, reason: 'store-error-allowed' })
+      expect(broken.error?.message).toMatch(/WRONGTYPE/)
+      expect(fine).toMatchObject({ allowed: true, reason: 'ok' })
+      expect(limiter.breakerState).toBe('closed')
+      await limiter.close()
+    })
+  })
+}
+
+describe('node-redis clients', () => {
+  it('are closed by the store that was given them with closeClient', async () => {
+    const client = createClient5({ url: inject('redisUrl') })
+    await client.connect()
+    const limiter = createLimiter({
+      rules: { api: { windows: [{ limit: 1, period: '1m' }] } },
+      store: new RedisStore({ client, prefix: prefixOf('close'), closeClient: true }),
+    })
+    await limiter.consume('api', 'ip:1')
+    await limiter.close()
+    expect(client.isOpen).toBe(false)
+  })
+
+  it('not connected yet: each decision fails under the store-error policy, saying to connect', async () => {
+    const client = createClient5({ url: inject('redisUrl') })
+    const limiter = createLimiter({
+      rules: { api: { windows: [{ limit: 1, period: '1m' }] } },
+      store: new RedisStore({ client, prefix: prefixOf('unopened') }),
+      onStoreError: 'deny',
+    })
+    const decision = await limiter.consume('api', 'ip:1')
+    expect(decision).toMatchObject({ allowed: false, reason: 'store-error-denied' })
+    expect(decision.error?.message).toMatch(/node-redis client is not open: connect it \(await client.connect\(\)\)/)
+    await limiter.close()
+  })
+
+  it('are refused by fleet stats, which write through ioredis pipelines, saying so', async () => {
+    const client = createClient5({ url: inject('redisUrl') })
+    const limiter = createLimiter({ rules: { api: { windows: [{ limit: 1, period: '1m' }] } } })
+    expect(() => shareFleetStats(limiter, { client } as never)).toThrow(
+      /^shareFleetStats option client must be an ioredis \(or iovalkey\) Redis or Cluster client, got .*; node-redis clients serve RedisStore, HybridStore and LiveRules but not fleet stats/,
+    )
+  })
+
+  it('are refused with the option named when they are not clients at all', () => {
+    expect(() => new RedisStore({ client: { sendCommand: async () => null } as never })).toThrow(TollgateConfigError)
+    expect(() => new RedisStore({ client: { sendCommand: async () => null } as never })).toThrow(
+      /^RedisStore option client must be an ioredis \(or iovalkey\) Redis or Cluster client, or a node-redis client/,
+    )
+  })
+})
+
+describe('node-redis Cluster clients', () => {
+  let cluster: Awaited<ReturnType<typeof spawnRedisCluster>>
+  beforeAll(async () => {
+    cluster = await spawnRedisCluster()
+  }, 60_000)
+  afterAll(async () => {
+    await cluster?.stop()
+  })
+
+  const rootNodes = () => cluster.startupNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }))
+  const clusters: Array<[string, () => Promise<{ client: LiveRulesOptions['client']; close(): Promise<void> }>]> = [
+    [
+      'node-redis 5',
+      async () => {
+        const client = createCluster5({ rootNodes: rootNodes() })
+        await client.connect()
+        return { client, close: () => client.close() }
+      },
+    ],
+    [
+      'node-redis 6',
+      async () => {
+        const client = createCluster6({ rootNodes: rootNodes() })
+        await client.connect()
+        return { client, close: () => client.close() }
+      },
+    ],
+  ]
+  for (const [name, connect] of clusters) {
+    it(`${name}: decides two identifiers in two slots exactly, and a HybridStore syncs across masters`, async () => {
+      const { client, close } = await connect()
+      const rules: RulesOptions = { r: { algorithm: 'fixed-window', windows: [{ limit: 3, period: '1m' }] } }
+      const prefix = prefixOf('cluster')
+      // A bound that a loaded machine cannot reach: a timeout would read as a pass.
+      const limiter = createLimiter({ rules, store: new RedisStore({ client, prefix }), storeTimeoutMs: 10_000 })
+      const decisions = []
+      for (let i = 0; i < 4; i++) decisions.push(await limiter.consume('r', ['ip:203.0.113.7', 'user:42']))
+      expect(decisions.map((d) => d.reason)).toEqual(['ok', 'ok', 'ok', 'limited'])
+      expect(decisions[3]?.windows.map((w) => w.remaining)).toEqual([0, 0])
+
+      const hybrid = new HybridStore({ client, prefix, autoSync: false })
+      const local = createLimiter({ rules, store: hybrid })
+      const identifiers = Array.from({ length: 20 }, (_, i) => `user:${i}`)
+      for (const identifier of identifiers) await local.consume('r', identifier)
+      const report = await hybrid.syncNow()
+      expect(report.error).toBeUndefined()
+      for (const identifier of identifiers) expect(remaining(await limiter.peek('r', identifier))).toEqual([2])
+      await Promise.all([limiter.close(), local.close()])
+      await close()
+    })
+  }
+})
