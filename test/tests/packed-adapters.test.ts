@@ -279,9 +279,9 @@ describe.each(Object.entries(ADAPTERS))('@tollgate/%s as installed from the regi
       const answers = JSON.parse(stdout) as Array<[number, string | null]>
       expect(answers.map(([status]) => status)).toEqual([200, 200, 429])
       expect(answers.map(([, header]) => header)).toEqual([
-        expect.stringMatching(/^"inline:sliding-log:2\/1m-60s";r=1;t=\d+$/),
-        expect.stringMatching(/^"inline:sliding-log:2\/1m-60s";r=0;t=\d+$/),
-        expect.stringMatching(/^"inline:sliding-log:2\/1m-60s";r=0;t=\d+$/),
+        expect.stringMatching(/^"2-in-1m";r=1;t=\d+$/),
+        expect.stringMatching(/^"2-in-1m";r=0;t=\d+$/),
+        expect.stringMatching(/^"2-in-1m";r=0;t=\d+$/),
       ])
     })
   }

@@ -68,7 +68,7 @@ console.log(JSON.stringify({ login: [login1.status, login1.headers.get('ratelimi
     )
     expect(result).toEqual({
       login: [200, '"auth.createToken-60s";r=19;t=60, "auth.createToken-3s";r=4;t=3'],
-      api: '"inline:sliding-log:100/1m-60s";r=99;t=60',
+      api: '"100-in-1m";r=99;t=60',
     })
   })
 

@@ -163,7 +163,7 @@ describe('createRateLimit: checkNow', () => {
     const promised = limit.check({}, view())
     expect(promised).toBeInstanceOf(Promise)
     const now = limit.checkNow({}, view()) as RateLimitVerdict
-    expect((await promised).headers.RateLimit).toBe('"inline:sliding-log:3/1m-60s";r=2;t=60')
-    expect(now.headers.RateLimit).toBe('"inline:sliding-log:3/1m-60s";r=1;t=60')
+    expect((await promised).headers.RateLimit).toBe('"3-in-1m";r=2;t=60')
+    expect(now.headers.RateLimit).toBe('"3-in-1m";r=1;t=60')
   })
 })

@@ -158,8 +158,8 @@ describe('createRateLimit: check', () => {
     expect(verdict).toEqual({
       action: 'continue',
       headers: {
-        'RateLimit-Policy': '"inline:sliding-log:2/1m-60s";q=2;w=60',
-        RateLimit: '"inline:sliding-log:2/1m-60s";r=1;t=60',
+        'RateLimit-Policy': '"2-in-1m";q=2;w=60',
+        RateLimit: '"2-in-1m";r=1;t=60',
       },
       decision: {
         allowed: true,
@@ -191,8 +191,8 @@ describe('createRateLimit: check', () => {
       type: QUOTA_EXCEEDED,
       title: 'Request cannot be satisfied as assigned quota has been exceeded',
       status: 429,
-      detail: 'Quota exceeded for inline:sliding-log:1/1m-60s; retry in 60 s.',
-      'violated-policies': ['inline:sliding-log:1/1m-60s'],
+      detail: 'Quota exceeded for 1-in-1m; retry in 60 s.',
+      'violated-policies': ['1-in-1m'],
       'identifier-kinds': ['ip'],
       'retry-after': 60,
     }
@@ -202,8 +202,8 @@ describe('createRateLimit: check', () => {
       contentType: 'application/problem+json',
       headers: {
         'Retry-After': '60',
-        'RateLimit-Policy': '"inline:sliding-log:1/1m-60s";q=1;w=60',
-        RateLimit: '"inline:sliding-log:1/1m-60s";r=0;t=60',
+        'RateLimit-Policy': '"1-in-1m";q=1;w=60',
+        RateLimit: '"1-in-1m";r=0;t=60',
       },
       problem,
       decision: { allowed: false, reason: 'limited', retryAfterMs: 60_000 },
@@ -230,7 +230,7 @@ describe('createRateLimit: check', () => {
           status: 413,
           'retry-after': null,
           detail:
-            'This request costs 6, more than inline:sliding-log:5/1m-60s admits (5); retrying will not help, a smaller request may pass.',
+            'This request costs 6, more than 5-in-1m admits (5); retrying will not help, a smaller request may pass.',
         },
       })
       expect(verdict.headers).not.toHaveProperty('Retry-After')
@@ -254,8 +254,8 @@ describe('createRateLimit: check', () => {
       partitionKey: true,
     })
     const { headers } = await limit.check({}, view())
-    expect(headers['RateLimit-Policy']).toBe('"inline:sliding-log:1000/1m-60s";q=1000;w=60;qu="content-bytes"')
-    expect(headers.RateLimit).toMatch(/^"inline:sliding-log:1000\/1m-60s";r=999;t=60;pk=:[A-Za-z0-9+/]{16}:$/)
+    expect(headers['RateLimit-Policy']).toBe('"1000-in-1m";q=1000;w=60;qu="content-bytes"')
+    expect(headers.RateLimit).toMatch(/^"1000-in-1m";r=999;t=60;pk=:[A-Za-z0-9+/]{16}:$/)
   })
 
   it('keys pk with the secret it is given, the same on every server', async () => {
@@ -523,6 +523,24 @@ describe('createRateLimit: inline windows', () => {
     expect(rateLimit({ windows: [{ limit: 1, period: '1500ms' }], rule: 'login' }).rule).toBe('login')
   })
 
+  it("shows clients what each inline window admits, not the rule's name, in headers and problem bodies", async () => {
+    const limit = rateLimit({
+      store: memoryStore(),
+      windows: [
+        { limit: 20, period: 60_000 },
+        { limit: 1, period: '1500ms' },
+      ],
+      algorithm: 'gcra',
+    })
+    const admitted = await limit.check({}, view())
+    expect(admitted.headers['RateLimit-Policy']).toBe('"20-in-1m";q=20;w=60, "1-in-1500ms";q=1;w=2')
+    const refused = await limit.check({}, view())
+    expect(refused).toMatchObject({ action: 'respond', status: 429, problem: { 'violated-policies': ['1-in-1500ms'] } })
+    // A named rule keeps its name in both.
+    const named = rateLimit({ store: memoryStore(), windows: [{ limit: 1, period: '1m' }], rule: 'login' })
+    expect((await named.check({}, view())).headers['RateLimit-Policy']).toBe('"login-60s";q=1;w=60')
+  })
+
   // Regression: every middleware's inline windows were rule 'default', so on one store five
   // requests through a 100 a minute middleware made the first through a 2 a minute one a 429.
   it('keeps two middlewares with different inline windows on one store apart', async () => {
@@ -532,7 +550,7 @@ describe('createRateLimit: inline windows', () => {
     for (let i = 0; i < 5; i++) expect((await wide.check({}, view())).action).toBe('continue')
     const first = await narrow.check({}, view())
     expect(first.action).toBe('continue')
-    expect(first.headers.RateLimit).toBe('"inline:sliding-log:2/1m-60s";r=1;t=60')
+    expect(first.headers.RateLimit).toBe('"2-in-1m";r=1;t=60')
   })
 
   it('lets middlewares with the same inline windows share their counts, as documented', async () => {
@@ -574,11 +592,11 @@ describe('createRateLimit: a sliding-window counter', () => {
     const limit = rateLimit({ store, windows: ONE_PER_MINUTE, algorithm: 'sliding-window' })
     const admitted = await limit.check({}, view())
     expect(admitted.decision?.windows[0]?.resetAtMs).toBe(T + 120_000)
-    expect(admitted.headers.RateLimit).toBe('"inline:sliding-window:1/1m-60s";r=0;t=60')
+    expect(admitted.headers.RateLimit).toBe('"1-in-1m";r=0;t=60')
     const refused = await limit.check({}, view())
     expect(refused.headers).toMatchObject({
       'Retry-After': '80',
-      RateLimit: '"inline:sliding-window:1/1m-60s";r=0;t=60',
+      RateLimit: '"1-in-1m";r=0;t=60',
     })
   })
 })
@@ -630,13 +648,13 @@ describe('createRateLimit: the options an adapter adds', () => {
 describe('createRateLimit: cost', () => {
   it('charges a fixed cost', async () => {
     const limit = rateLimit({ store: memoryStore(), windows: [{ limit: 10, period: '1m' }], cost: 4 })
-    expect((await limit.check({}, view())).headers.RateLimit).toBe('"inline:sliding-log:10/1m-60s";r=6;t=60')
+    expect((await limit.check({}, view())).headers.RateLimit).toBe('"10-in-1m";r=6;t=60')
   })
 
   it('charges cost 0 without counting', async () => {
     const limit = rateLimit({ store: memoryStore(), windows: ONE_PER_MINUTE, cost: 0 })
     await limit.check({}, view())
-    expect((await limit.check({}, view())).headers.RateLimit).toBe('"inline:sliding-log:1/1m-60s";r=1;t=0')
+    expect((await limit.check({}, view())).headers.RateLimit).toBe('"1-in-1m";r=1;t=0')
   })
 
   it('charges what a cost function returns', async () => {
@@ -645,9 +663,7 @@ describe('createRateLimit: cost', () => {
       windows: [{ limit: 100, period: '1m' }],
       cost: (req) => req.bytes ?? 0,
     })
-    expect((await limit.check({ bytes: 60 }, view())).headers.RateLimit).toBe(
-      '"inline:sliding-log:100/1m-60s";r=40;t=60',
-    )
+    expect((await limit.check({ bytes: 60 }, view())).headers.RateLimit).toBe('"100-in-1m";r=40;t=60')
     const refused = await limit.check({ bytes: 41 }, view())
     expect(refused).toMatchObject({ action: 'respond', status: 429, decision: { cost: 41 } })
   })
@@ -678,8 +694,8 @@ describe('createRateLimit: dryRun, onLimited and problem', () => {
     expect(verdict).toMatchObject({
       action: 'continue',
       headers: {
-        'RateLimit-Policy': '"inline:sliding-log:1/1m-60s";q=1;w=60',
-        RateLimit: '"inline:sliding-log:1/1m-60s";r=0;t=60',
+        'RateLimit-Policy': '"1-in-1m";q=1;w=60',
+        RateLimit: '"1-in-1m";r=0;t=60',
       },
       decision: { allowed: true, reason: 'dry-run', windows: [{ failed: true, remaining: 0 }] },
     })

@@ -39,20 +39,20 @@ describe.each([
     })
 
     const first = await request(app).get('/').expect(200, 'ok')
-    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+    expect(first.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"2-in-10s";r=1;t=10')
     const second = await request(app).get('/').expect(200, 'ok')
-    expect(second.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
+    expect(second.headers.ratelimit).toBe('"2-in-10s";r=0;t=10')
 
     const refused = await request(app).get('/').expect(429)
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
-    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"2-in-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     const problem = JSON.parse(refused.text)
     expect(problem).toMatchObject({
       status: 429,
-      'violated-policies': ['inline:sliding-log:2/10s-10s'],
+      'violated-policies': ['2-in-10s'],
       'retry-after': 10,
     })
   })

@@ -41,7 +41,7 @@ describe('what the plugin adds to Fastify', () => {
 
     const first = await app.inject('/')
     expect(first.json()).toEqual({ ok: true })
-    expect(first.headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
+    expect(first.headers.ratelimit).toBe('"1-in-10s";r=0;t=10')
     expect((await app.inject('/')).statusCode).toBe(429)
     expect(app.tollgate.limit?.rule).toBe('inline:sliding-log:1/10s')
   })

@@ -11,25 +11,25 @@ describe('the plugin-wide limit', () => {
 
     const first = await app.inject('/')
     expect(first.statusCode).toBe(200)
-    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+    expect(first.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"2-in-10s";r=1;t=10')
     const second = await app.inject('/')
     expect(second.statusCode).toBe(200)
-    expect(second.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
+    expect(second.headers.ratelimit).toBe('"2-in-10s";r=0;t=10')
 
     const refused = await app.inject('/')
     expect(refused.statusCode).toBe(429)
     // Fastify adds the charset to every string body it sends.
     expect(refused.headers['content-type']).toBe('application/problem+json; charset=utf-8')
-    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"2-in-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     expect(refused.json()).toEqual({
       type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
       title: 'Request cannot be satisfied as assigned quota has been exceeded',
       status: 429,
-      detail: 'Quota exceeded for inline:sliding-log:2/10s-10s; retry in 10 s.',
-      'violated-policies': ['inline:sliding-log:2/10s-10s'],
+      detail: 'Quota exceeded for 2-in-10s; retry in 10 s.',
+      'violated-policies': ['2-in-10s'],
       'identifier-kinds': ['ip'],
       'retry-after': 10,
     })
@@ -89,7 +89,7 @@ describe('the plugin-wide limit', () => {
       expect(health.json()).toEqual({ decision: null })
       expect(health.headers.ratelimit).toBeUndefined()
     }
-    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"1-in-10s";r=0;t=10')
   })
 
   it('tells clients apart by the forwarded address when Fastify trusts the proxy, without a warning', async () => {
@@ -161,7 +161,7 @@ describe('the plugin-wide limit', () => {
 
     expect((await via('203.0.113.7')).json()).toEqual({ ip: '127.0.0.1' })
     const second = await via('198.51.100.9')
-    expect(second.headers.ratelimit).toBe('"inline:sliding-log:5/10s-10s";r=3;t=10')
+    expect(second.headers.ratelimit).toBe('"5-in-10s";r=3;t=10')
     expect(onWarning).toHaveBeenCalledTimes(1)
     expect(onWarning).toHaveBeenCalledWith(expect.stringContaining('trustProxy: 1'), 'TG_FORWARDED_FOR_UNUSED')
   })

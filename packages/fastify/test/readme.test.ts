@@ -32,8 +32,8 @@ describe('packages/fastify/README.md', () => {
 
     const home = await fetch(`${address}/`)
     expect(home.status).toBe(200)
-    expect(home.headers.get('ratelimit-policy')).toBe('"inline:sliding-log:100/1m-60s";q=100;w=60')
-    expect(home.headers.get('ratelimit')).toBe('"inline:sliding-log:100/1m-60s";r=99;t=60')
+    expect(home.headers.get('ratelimit-policy')).toBe('"100-in-1m";q=100;w=60')
+    expect(home.headers.get('ratelimit')).toBe('"100-in-1m";r=99;t=60')
 
     const logins: number[] = []
     for (let i = 0; i < 6; i++) logins.push((await fetch(`${address}/login`, { method: 'POST' })).status)

@@ -30,7 +30,7 @@ describe('routes added before the plugin loaded', () => {
 
     const early = await fastify.inject('/early')
     expect(early.statusCode).toBe(200)
-    expect(early.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+    expect(early.headers.ratelimit).toBe('"2-in-10s";r=1;t=10')
     expect((await fastify.inject('/early')).statusCode).toBe(200)
     const refused = await fastify.inject('/early')
     expect(refused.statusCode).toBe(429)

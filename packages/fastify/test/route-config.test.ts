@@ -20,7 +20,7 @@ describe('a route with its own config.rateLimit', () => {
     expect(refused.headers['retry-after']).toBe('60')
     expect(refused.json()['violated-policies']).toEqual(['strict-60s'])
 
-    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"2-in-10s";r=1;t=10')
   })
 
   it('with false, gets no headers and is never refused', async () => {
@@ -116,8 +116,8 @@ describe('a route with its own config.rateLimit', () => {
     })
     app.get('/', ok)
 
-    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:5/10s-10s";r=4;t=10')
-    expect((await app.inject('/')).headers.ratelimit).toBe('"inline:sliding-log:5/10s-10s";r=3;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"5-in-10s";r=4;t=10')
+    expect((await app.inject('/')).headers.ratelimit).toBe('"5-in-10s";r=3;t=10')
   })
 
   it('throws at route registration, naming the route, when its options are invalid', async () => {
@@ -153,7 +153,7 @@ describe('with global: false', () => {
       expect(open.statusCode).toBe(200)
       expect(open.headers.ratelimit).toBeUndefined()
     }
-    expect((await app.inject('/limited')).headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
+    expect((await app.inject('/limited')).headers.ratelimit).toBe('"1-in-10s";r=0;t=10')
     expect((await app.inject('/limited')).statusCode).toBe(429)
   })
 

@@ -44,17 +44,17 @@ describe.each([
     const server = appWith(limitOf({ throw: true }), ok).callback()
 
     const first = await request(server).get('/').expect(200, 'ok')
-    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+    expect(first.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+    expect(first.headers.ratelimit).toBe('"2-in-10s";r=1;t=10')
     const second = await request(server).get('/').expect(200, 'ok')
-    expect(second.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
+    expect(second.headers.ratelimit).toBe('"2-in-10s";r=0;t=10')
 
     const refused = await request(server).get('/').expect(429)
     // Koa's own error handler answers in plain text with the error's exposed message.
     expect(refused.headers['content-type']).toMatch(/^text\/plain/)
-    expect(refused.text).toBe('Quota exceeded for inline:sliding-log:2/10s-10s; retry in 10 s.')
-    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=0;t=10')
+    expect(refused.text).toBe('Quota exceeded for 2-in-10s; retry in 10 s.')
+    expect(refused.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+    expect(refused.headers.ratelimit).toBe('"2-in-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
   })
 
@@ -77,14 +77,14 @@ describe.each([
 
     await request(server).get('/').expect(200)
     const refused = await request(server).get('/').expect(429, { custom: true })
-    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:1/10s-10s";q=1;w=10')
-    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"1-in-10s";q=1;w=10')
+    expect(refused.headers.ratelimit).toBe('"1-in-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     expect(caught).toMatchObject({
       status: 429,
       expose: true,
       headers: { 'Retry-After': '10' },
-      problem: { status: 429, 'violated-policies': ['inline:sliding-log:1/10s-10s'] },
+      problem: { status: 429, 'violated-policies': ['1-in-10s'] },
       decision: { allowed: false, reason: 'limited' },
     })
   })
@@ -105,12 +105,12 @@ describe.each([
     await request(server).get('/').expect(200)
     const refused = await request(server).get('/').expect(429)
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
-    expect(refused.headers['ratelimit-policy']).toBe('"inline:sliding-log:1/10s-10s";q=1;w=10')
-    expect(refused.headers.ratelimit).toBe('"inline:sliding-log:1/10s-10s";r=0;t=10')
+    expect(refused.headers['ratelimit-policy']).toBe('"1-in-10s";q=1;w=10')
+    expect(refused.headers.ratelimit).toBe('"1-in-10s";r=0;t=10')
     expect(refused.headers['retry-after']).toBe('10')
     expect(JSON.parse(refused.text)).toMatchObject({
       status: 429,
-      'violated-policies': ['inline:sliding-log:1/10s-10s'],
+      'violated-policies': ['1-in-10s'],
       'retry-after': 10,
     })
   })
@@ -126,8 +126,8 @@ describe.each([
       const server = appWith(limitOf({ throw: throwError }), failing).callback()
 
       const response = await request(server).get('/').expect(502, 'upstream down')
-      expect(response.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/10s-10s";q=2;w=10')
-      expect(response.headers.ratelimit).toBe('"inline:sliding-log:2/10s-10s";r=1;t=10')
+      expect(response.headers['ratelimit-policy']).toBe('"2-in-10s";q=2;w=10')
+      expect(response.headers.ratelimit).toBe('"2-in-10s";r=1;t=10')
       expect(response.headers['x-upstream']).toBe('a')
     },
   )

@@ -82,8 +82,8 @@ describe.each(PLATFORMS)('TollgateModule on the %s platform', (platform) => {
     const first = await request.get('/items')
     expect(first.status).toBe(200)
     expect(first.body).toEqual({ remaining: 1 })
-    expect(first.headers['ratelimit-policy']).toBe('"inline:sliding-log:2/1m-60s";q=2;w=60')
-    expect(first.headers.ratelimit).toBe('"inline:sliding-log:2/1m-60s";r=1;t=60')
+    expect(first.headers['ratelimit-policy']).toBe('"2-in-1m";q=2;w=60')
+    expect(first.headers.ratelimit).toBe('"2-in-1m";r=1;t=60')
     expect((await request.get('/items')).body).toEqual({ remaining: 0 })
 
     const refused = await request.get('/items')
@@ -93,7 +93,7 @@ describe.each(PLATFORMS)('TollgateModule on the %s platform', (platform) => {
     expect(refused.body).toMatchObject({
       type: QUOTA_EXCEEDED,
       status: 429,
-      'violated-policies': ['inline:sliding-log:2/1m-60s'],
+      'violated-policies': ['2-in-1m'],
     })
 
     for (let i = 0; i < 3; i++) {

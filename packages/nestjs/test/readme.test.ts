@@ -26,7 +26,7 @@ it('README opens with a snippet that runs as written: an app whose /login refuse
   expect(await last?.json()).toMatchObject({ 'violated-policies': ['login-60s'], 'identifier-kinds': ['ip', 'user'] })
 
   const items = await fetch(`${origin}/items`)
-  expect(items.headers.get('ratelimit-policy')).toBe('"inline:sliding-log:100/1m-60s";q=100;w=60')
+  expect(items.headers.get('ratelimit-policy')).toBe('"100-in-1m";q=100;w=60')
   const health = await fetch(`${origin}/health`)
   expect(health.status).toBe(200)
   expect(health.headers.get('ratelimit')).toBeNull()

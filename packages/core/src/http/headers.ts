@@ -113,7 +113,8 @@ interface PolicyName {
 const policyNames = new Map<string, Map<number, PolicyName>>()
 const MAX_CACHED_RULES = 1_000
 
-function policyNameOf(rule: string, periodMs: number): PolicyName {
+/** Cached by rule and period: an inline rule's name holds its limits, so its limit per period never changes. */
+function policyNameOf(rule: string, periodMs: number, limit: number): PolicyName {
   let byPeriod = policyNames.get(rule)
   if (byPeriod === undefined) {
     if (policyNames.size >= MAX_CACHED_RULES) policyNames.clear()
@@ -122,14 +123,14 @@ function policyNameOf(rule: string, periodMs: number): PolicyName {
   }
   let name = byPeriod.get(periodMs)
   if (name === undefined) {
-    name = { quoted: sfString(policyName(rule, periodMs)), itemLimit: -1, item: '' }
+    name = { quoted: sfString(policyName(rule, periodMs, limit)), itemLimit: -1, item: '' }
     byPeriod.set(periodMs, name)
   }
   return name
 }
 
 function policyItem(window: WindowState, unit: string): string {
-  const name = policyNameOf(window.rule, window.periodMs)
+  const name = policyNameOf(window.rule, window.periodMs, window.limit)
   if (unit === '' && name.itemLimit === window.limit) return name.item
   const item = `${name.quoted};q=${window.limit};w=${windowSeconds(window.periodMs)}${unit}`
   if (unit === '') {
@@ -169,7 +170,7 @@ export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Re
     for (const w of windows) {
       const separator = policy === '' ? '' : ', '
       policy += separator + policyItem(w, unit)
-      state += `${separator}${policyNameOf(w.rule, w.periodMs).quoted};r=${w.remaining};t=${reset(w)}`
+      state += `${separator}${policyNameOf(w.rule, w.periodMs, w.limit).quoted};r=${w.remaining};t=${reset(w)}`
       // Only on RateLimit: the tightest identifier changes between responses, and the policy field should not.
       if (secret !== undefined) state += `;pk=${partitionKey(secret, w.identifier)}`
     }

@@ -35,7 +35,7 @@ export function refusalStatus(decision: Decision): 413 | 429 {
  */
 export function quotaExceededProblem(decision: Decision): ProblemDetails {
   const violated = tightestPerPolicy(decision.windows).filter((w) => w.failed)
-  const names = (windows: typeof violated) => windows.map((w) => policyName(w.rule, w.periodMs)).join(', ')
+  const names = (windows: typeof violated) => windows.map((w) => policyName(w.rule, w.periodMs, w.limit)).join(', ')
   const retryAfter = retryAfterSeconds(decision) ?? null
   const tooSmall = violated.filter((w) => w.limit < decision.cost)
   return {
@@ -43,9 +43,9 @@ export function quotaExceededProblem(decision: Decision): ProblemDetails {
     title: 'Request cannot be satisfied as assigned quota has been exceeded',
     status: refusalStatus(decision),
     detail: neverFits(decision)
-      ? `This request costs ${decision.cost}, more than ${tooSmall.map((w) => `${policyName(w.rule, w.periodMs)} admits (${w.limit})`).join(' or ')}; retrying will not help, a smaller request may pass.`
+      ? `This request costs ${decision.cost}, more than ${tooSmall.map((w) => `${policyName(w.rule, w.periodMs, w.limit)} admits (${w.limit})`).join(' or ')}; retrying will not help, a smaller request may pass.`
       : `Quota exceeded for ${names(violated)}; retry in ${retryAfter} s.`,
-    'violated-policies': violated.map((w) => policyName(w.rule, w.periodMs)),
+    'violated-policies': violated.map((w) => policyName(w.rule, w.periodMs, w.limit)),
     'identifier-kinds': refusingKinds(decision),
     'retry-after': retryAfter,
   }

@@ -90,7 +90,8 @@ export interface RateLimitOptions<Req> {
    * rules it holds, through the framework's error handling (a 500 unless the app answers
    * otherwise), and charges nothing.
    * @default with inline windows, a name derived from them and the algorithm, e.g.
-   * `'inline:sliding-log:100/1m'`: middlewares with the same windows share counts, others never do
+   * `'inline:sliding-log:100/1m'`: middlewares with the same windows share counts, others never do;
+   * headers and problem bodies show each such window by what it admits (`100-in-1m`)
    * @example 'auth.createToken'
    * @example (req) => (req.user?.plan === 'pro' ? 'api.pro' : 'api.free')
    */

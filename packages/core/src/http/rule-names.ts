@@ -5,6 +5,9 @@ import { formatDuration, parseDuration } from '../support/duration.js'
 /** The name inline windows that do not hold up are checked under, so the error names them plainly. */
 const UNCHECKED_INLINE = 'inline'
 
+/** What the names of inline windows start with: headers name their windows by what they admit instead (policyName). */
+export const INLINE_RULE_PREFIX = 'inline:'
+
 /**
  * The rule name of inline `windows` given no `rule`: `inline:<algorithm>:<limit>/<period>,…`,
  * windows in order of period, e.g. `inline:sliding-log:5/3s,20/1m`. Derived from what the
@@ -24,8 +27,8 @@ export function inlineRuleName(windows: unknown, algorithm: unknown = 'sliding-l
     counted.push({ limit, periodMs })
   }
   counted.sort((a, b) => a.periodMs - b.periodMs)
-  const name = `inline:${algorithm}:${counted.map((w) => `${w.limit}/${formatDuration(w.periodMs)}`).join(',')}`
-  return name.length <= MAX_RULE_NAME_LENGTH ? name : `inline:${algorithm}:#${textDigest(name)}`
+  const name = `${INLINE_RULE_PREFIX}${algorithm}:${counted.map((w) => `${w.limit}/${formatDuration(w.periodMs)}`).join(',')}`
+  return name.length <= MAX_RULE_NAME_LENGTH ? name : `${INLINE_RULE_PREFIX}${algorithm}:#${textDigest(name)}`
 }
 
 /**
