@@ -16,11 +16,16 @@ import { Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
 import { createClient as createClient6, createCluster as createCluster6 } from 'redis'
 import { createClient as createClient4 } from 'redis4'
-import { createClient as createClient5, createCluster as createCluster5 } from 'redis5'
+import {
+  createClient as createClient5,
+  createCluster as createCluster5,
+  createSentinel as createSentinel5,
+} from 'redis5'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { pollUntil } from '../src/poll.js'
 import { spawnRedisCluster } from '../src/redis-cluster.js'
 import { keysWithTtl, keyValues } from '../src/redis-keys.js'
+import { spawnRedisSentinel } from '../src/redis-sentinel.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 
 /** A connected client of one library, and how to close it. */
@@ -267,4 +272,37 @@ describe('node-redis Cluster clients', () => {
       await close()
     })
   }
+})
+
+describe('node-redis Sentinel clients', () => {
+  let sentinel: Awaited<ReturnType<typeof spawnRedisSentinel>>
+  beforeAll(async () => {
+    sentinel = await spawnRedisSentinel({ sentinels: 1 })
+  }, 60_000)
+  afterAll(async () => {
+    await sentinel?.stop()
+  })
+
+  it('node-redis 5: decides on the master the sentinels name, and polls live rules, having no subscription', async () => {
+    const client = createSentinel5({ name: sentinel.masterName, sentinelRootNodes: sentinel.sentinelNodes })
+    await client.connect()
+    const prefix = prefixOf('sentinel')
+    const defaults: RulesOptions = { r: { algorithm: 'fixed-window', windows: [{ limit: 2, period: '1m' }] } }
+    expect(() => new LiveRules({ client, defaults, prefix })).toThrow(
+      /^LiveRules option nudges needs a client with duplicate\(\) to subscribe on/,
+    )
+    const rules = new LiveRules({ client, defaults, prefix, nudges: false, pollIntervalMs: 0 })
+    await rules.publish({ r: { algorithm: 'fixed-window', windows: [{ limit: 3, period: '1m' }] } })
+    const limiter = createLimiter({ rules, store: new RedisStore({ client, prefix }), storeTimeoutMs: 10_000 })
+    const reasons = []
+    for (let i = 0; i < 4; i++) reasons.push((await limiter.consume('r', 'ip:1')).reason)
+    expect(reasons).toEqual(['ok', 'ok', 'ok', 'limited'])
+    const onMaster = new Redis(sentinel.master.url)
+    const keys = await keysWithTtl(onMaster, prefix)
+    expect(keys.filter(({ key }) => !key.includes('{rules}')).map(({ ttlMs }) => ttlMs > 0)).toEqual([true])
+    await Promise.all([limiter.close(), rules.close()])
+    await onMaster.del(...(await onMaster.keys(`${prefix}{rules}:*`)))
+    await onMaster.quit()
+    await client.close()
+  })
 })
