@@ -59,6 +59,15 @@ const LIBRARIES: Library[] = [
     },
   },
   {
+    // RESP3, which node-redis 5 speaks when asked: replies come back as ioredis 6's do.
+    name: 'node-redis 5 on RESP3',
+    async connect(url) {
+      const client = createClient5({ url, RESP: 3 })
+      await client.connect()
+      return { client, close: () => client.close() }
+    },
+  },
+  {
     name: 'node-redis 6',
     async connect(url) {
       const client = createClient6({ url })
