@@ -57,14 +57,14 @@ export interface RuleCounts {
 }
 
 /**
- * A rule's slot, on the rule itself, for the counts that last made one for it: a property read
+ * A rule's cell, on the rule itself, for the counts that last made one for it: a property read
  * finds a decision's counts in about a nanosecond, where a WeakMap lookup by rule takes ten.
  * Other counts of the same rule (a second metrics package on the limiter) find theirs in the
  * WeakMap.
  */
-const SLOT = Symbol('tollgate.decisionCounts')
+const CELL = Symbol('tollgate.decisionCounts')
 
-type SlottedRule = Rule & { [SLOT]?: RuleSlot }
+type RuleWithCell = Rule & { [CELL]?: RuleCell }
 
 const OPTION_KEYS = optionKeys<DecisionCountsOptions>({ maxRules: true, timeEvery: true, durationBuckets: true })
 const MAX_RULES_LIMIT = 10_000
@@ -107,19 +107,19 @@ class RuleTally implements RuleCounts {
 
 /**
  * Where one resolved rule's decisions count, found once per rule. Allowed decisions, nearly all
- * of them, count in the slot's own fields: the decision path then reads one object it holds
+ * of them, count in the cell's own fields: the decision path then reads one object it holds
  * already, where the tally's arrays would be two more reads away. Reading the counts moves them
  * to the tally.
  */
-class RuleSlot {
+class RuleCell {
   /** Allowed decisions (reason `ok`) and their units since the counts were last read. */
   allowed = 0
   allowedUnits = 0
 
   constructor(
-    /** The counts this slot belongs to. */
+    /** The counts this cell belongs to. */
     readonly owner: DecisionCounts,
-    /** The rule's own, gone once nothing decides on it: its slot is then read one last time and dropped. */
+    /** The rule's own, gone once nothing decides on it: its cell is then read one last time and dropped. */
     readonly rule: WeakRef<Rule>,
     /** The rule's tally's `counts`. */
     readonly counts: Float64Array,
@@ -129,7 +129,7 @@ class RuleSlot {
     readonly tallies: readonly RuleTally[],
   ) {}
 
-  /** Adds what the slot counted to its tally; false once its rule is gone and nothing can count in it. */
+  /** Adds what the cell counted to its tally; false once its rule is gone and nothing can count in it. */
   moveToTally(): boolean {
     const { counts } = this
     counts[ALLOWED] = (counts[ALLOWED] as number) + this.allowed
@@ -156,9 +156,9 @@ export class DecisionCounts implements DecisionObserver {
   private readonly labels: RuleLabels
   private readonly tallies = new Map<string, RuleTally>()
   /** By resolved rule, not by name: finding a decision's counts costs no string hashing. */
-  private readonly slots = new WeakMap<Rule, RuleSlot>()
-  /** Every slot whose rule may still be decided on, for reads to move its counts to its tally. */
-  private live: RuleSlot[] = []
+  private readonly cells = new WeakMap<Rule, RuleCell>()
+  /** Every cell whose rule may still be decided on, for reads to move its counts to its tally. */
+  private live: RuleCell[] = []
   /** A store counts by state name (`name@digest`); `totalsByRule` reads it as the rule's name. */
   private readonly namesOfStates = new NamesOfStates()
   private readonly errors = Object.fromEntries(STORE_ERROR_KINDS.map((kind) => [kind, 0])) as Record<
@@ -187,12 +187,12 @@ export class DecisionCounts implements DecisionObserver {
   }
 
   decided(rule: Rule, decision: Decision): void {
-    const slotted = (rule as SlottedRule)[SLOT]
-    const slot = slotted !== undefined && slotted.owner === this ? slotted : this.slotOf(rule)
+    const kept = (rule as RuleWithCell)[CELL]
+    const cell = kept !== undefined && kept.owner === this ? kept : this.cellOf(rule)
     if (decision.reason === 'ok') {
-      slot.allowed++
-      slot.allowedUnits += decision.cost
-    } else countOther(slot, decision)
+      cell.allowed++
+      cell.allowedUnits += decision.cost
+    } else countOther(cell, decision)
   }
 
   timed(seconds: number): void {
@@ -213,7 +213,7 @@ export class DecisionCounts implements DecisionObserver {
    * decisions are added to them as this is called: read the counts through a new call.
    */
   rules(): IterableIterator<RuleCounts> {
-    this.live = this.live.filter((slot) => slot.moveToTally())
+    this.live = this.live.filter((cell) => cell.moveToTally())
     return this.tallies.values()
   }
 
@@ -241,20 +241,20 @@ export class DecisionCounts implements DecisionObserver {
     return totals
   }
 
-  private slotOf(rule: Rule): RuleSlot {
-    let slot = this.slots.get(rule)
-    if (slot === undefined) {
-      slot = this.newSlot(rule)
-      this.slots.set(rule, slot)
+  private cellOf(rule: Rule): RuleCell {
+    let cell = this.cells.get(rule)
+    if (cell === undefined) {
+      cell = this.newCell(rule)
+      this.cells.set(rule, cell)
       // Not enumerable: the rule reads, copies and prints as it did. A frozen rule keeps the WeakMap.
       if (Object.isExtensible(rule)) {
-        Object.defineProperty(rule, SLOT, { value: slot, writable: true, configurable: true, enumerable: false })
+        Object.defineProperty(rule, CELL, { value: cell, writable: true, configurable: true, enumerable: false })
       }
     }
-    return slot
+    return cell
   }
 
-  private newSlot(rule: Rule): RuleSlot {
+  private newCell(rule: Rule): RuleCell {
     this.namesOfStates.note(rule)
     const names = rule.chain.map((link) => link.name)
     const tallies = names.map((name) => this.tallyOf(name))
@@ -264,9 +264,9 @@ export class DecisionCounts implements DecisionObserver {
       for (const window of link.windows)
         tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs))
     })
-    const slot = new RuleSlot(this, new WeakRef(rule), this.tallyOf(rule.name).counts, names, tallies)
-    this.live.push(slot)
-    return slot
+    const cell = new RuleCell(this, new WeakRef(rule), this.tallyOf(rule.name).counts, names, tallies)
+    this.live.push(cell)
+    return cell
   }
 
   private tallyOf(name: string): RuleTally {
@@ -281,12 +281,12 @@ export class DecisionCounts implements DecisionObserver {
 }
 
 /** A decision of any reason but `ok`: by its outcome, and the windows that refused it or would have. */
-function countOther(slot: RuleSlot, decision: Decision): void {
+function countOther(cell: RuleCell, decision: Decision): void {
   const outcome = outcomeOf(decision.reason)
-  const { counts } = slot
+  const { counts } = cell
   counts[outcome] = (counts[outcome] as number) + 1
   counts[OUTCOMES + outcome] = (counts[OUTCOMES + outcome] as number) + decision.cost
-  if (decision.windows.length > 0) countDenials(slot, decision.windows)
+  if (decision.windows.length > 0) countDenials(cell, decision.windows)
 }
 
 /** Numbers the decisions whose denials are counted, so that a window counts once per decision. */
@@ -297,12 +297,12 @@ let denialCount = 0
  * rule by rule in chain order; within a rule, by identifier (those it is charged on, each with the
  * rule's windows or an override's).
  */
-function countDenials(slot: RuleSlot, windows: readonly WindowState[]): void {
+function countDenials(cell: RuleCell, windows: readonly WindowState[]): void {
   const decision = ++denialCount
   let link = 0
   for (const window of windows) {
-    while (link < slot.names.length && slot.names[link] !== window.rule) link++
-    const tally = slot.tallies[link]
+    while (link < cell.names.length && cell.names[link] !== window.rule) link++
+    const tally = cell.tallies[link]
     if (tally === undefined) return
     if (!window.failed) continue
     tally.windowOf(tally.rule === OTHER_RULES ? OTHER_RULES : windowLabel(window.periodMs)).deny(decision)

@@ -72,7 +72,7 @@ export interface RefusedIdentifier {
 
 /**
  * The most refused identifiers of the last `sinceMs`, per rule (or of one rule), heaviest first,
- * merged over the fleet's lists of each `topIntervalMs` slot.
+ * merged over the fleet's lists of each `topIntervalMs` span.
  */
 export async function readTopRefused(
   client: FleetStatsReadClient,
@@ -83,17 +83,17 @@ export async function readTopRefused(
   const interval = options.topIntervalMs ?? 10_000
   const now = options.nowMs ?? Date.now()
   const limit = options.limit ?? 20
-  const slots: number[] = []
-  for (let slot = Math.floor((now - options.sinceMs) / interval); slot <= Math.floor(now / interval); slot++) {
-    slots.push(slot)
+  const spans: number[] = []
+  for (let span = Math.floor((now - options.sinceMs) / interval); span <= Math.floor(now / interval); span++) {
+    spans.push(span)
   }
   const merged = new Map<string, Map<string, number>>()
   await Promise.all(
-    slots.map(async (slot) => {
-      const rules = options.rule !== undefined ? [options.rule] : await client.smembers(keys.topRules(slot))
+    spans.map(async (span) => {
+      const rules = options.rule !== undefined ? [options.rule] : await client.smembers(keys.topRules(span))
       await Promise.all(
         rules.map(async (rule) => {
-          const flat = await client.zrevrange(keys.top(rule, slot), 0, -1, 'WITHSCORES')
+          const flat = await client.zrevrange(keys.top(rule, span), 0, -1, 'WITHSCORES')
           let byIdentifier = merged.get(rule)
           if (byIdentifier === undefined) {
             byIdentifier = new Map()

@@ -251,13 +251,13 @@ class FleetStatsWriter implements DecisionObserver {
     this.current = undefined
     const now = this.config.now()
     if (now - this.topSince >= topIntervalMs) {
-      const slot = Math.floor(now / topIntervalMs)
+      const span = Math.floor(now / topIntervalMs)
       for (const [label, sketch] of this.top) {
-        const key = this.keys.top(label, slot)
+        const key = this.keys.top(label, span)
         for (const { item, count } of sketch.entries()) pipeline.zincrby(key, count, item)
         pipeline.pexpire(key, retentionMs)
-        pipeline.sadd(this.keys.topRules(slot), label)
-        pipeline.pexpire(this.keys.topRules(slot), retentionMs)
+        pipeline.sadd(this.keys.topRules(span), label)
+        pipeline.pexpire(this.keys.topRules(span), retentionMs)
         commands++
         sketch.clear()
       }
