@@ -83,7 +83,7 @@ const app = fastify()
 await app.register(tollgate, { windows: [{ limit: 2, period: '1s' }] })
 app.get('/', { config: { rateLimit: { rule: 'api', cost: 2 } } }, async (request) => {
   const decision: Decision | undefined = request.rateLimit
-  return { allowed: decision?.allowed ?? null, rule: app.tollgate.limit?.rule }
+  return { allowed: decision?.allowed ?? null, rule: app.tollgate.engine?.rule }
 })
 // @ts-expect-error only onRequest and preHandler check: fails if the route config resolves to any
 app.get('/bad', { config: { rateLimit: { hook: 'onSend' } } }, async () => null)

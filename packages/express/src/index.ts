@@ -24,6 +24,8 @@ export type ExpressRateLimitOptions = RateLimitOptions<Request>
 
 export interface RateLimitMiddleware extends RequestHandler {
   /** The engine deciding for this middleware: its options, limiter and rule. */
+  readonly engine: RateLimit<Request>
+  /** @deprecated The same as `engine`: a name that read as a number. */
   readonly limit: RateLimit<Request>
   /** Closes the limiter if this middleware made it (from `rules` or `windows`); a `limiter` passed in stays open. */
   close(): Promise<void>
@@ -59,7 +61,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
     }
     applied(verdict, res, next)
   }
-  return Object.assign(middleware, { limit, close: () => limit.close() })
+  return Object.assign(middleware, { engine: limit, limit, close: () => limit.close() })
 }
 
 /** Sets the headers, then answers the request or hands it on. */

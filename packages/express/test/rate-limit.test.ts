@@ -23,6 +23,14 @@ function limitOf(options: Partial<ExpressRateLimitOptions> = {}): RateLimitMiddl
   return middleware
 }
 
+describe('rateLimit middleware', () => {
+  it('carries its engine as engine, and as limit, the deprecated name', () => {
+    const middleware = limitOf()
+    expect(middleware.engine.rule).toBe('inline:sliding-log:2/10s')
+    expect(middleware.limit).toBe(middleware.engine)
+  })
+})
+
 const reportError: ErrorRequestHandler = (error, _req, res, _next) => {
   res.status(500).json({ handledBy: 'error handler', message: (error as Error).message })
 }

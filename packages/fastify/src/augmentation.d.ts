@@ -18,6 +18,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     tollgate: {
       /** The plugin-wide engine, made from the plugin's options; undefined with `global: false` and no rule of the plugin's own. */
+      readonly engine: RateLimit<FastifyRequest> | undefined
+      /** @deprecated The same as `engine`: a name that read as a number. */
       readonly limit: RateLimit<FastifyRequest> | undefined
       /**
        * Checks a limit by hand and returns the verdict for you to apply. With `route`, the

@@ -57,6 +57,7 @@ const plugin: FastifyPluginAsync<TollgatePluginOptions> = async (fastify, option
 
   fastify.decorateRequest('rateLimit', undefined)
   fastify.decorate('tollgate', {
+    engine: limit,
     limit,
     check: (request: FastifyRequest, route?: RouteRateLimitOptions, reply?: FastifyReply) => {
       const engine = route === undefined ? limit : routeLimit(route).engine

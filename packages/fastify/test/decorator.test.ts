@@ -43,7 +43,8 @@ describe('what the plugin adds to Fastify', () => {
     expect(first.json()).toEqual({ ok: true })
     expect(first.headers.ratelimit).toBe('"1-in-10s";r=0;t=10')
     expect((await app.inject('/')).statusCode).toBe(429)
-    expect(app.tollgate.limit?.rule).toBe('inline:sliding-log:1/10s')
+    expect(app.tollgate.engine?.rule).toBe('inline:sliding-log:1/10s')
+    expect(app.tollgate.limit).toBe(app.tollgate.engine)
   })
 
   it('fastify.tollgate.check with route options makes that engine once per options object', async () => {

@@ -161,6 +161,7 @@ describe('with global: false', () => {
   // demanded a rule of its own that nothing would ever apply.
   it('needs no rule of its own: each limited route brings its windows, on the plugin store', async () => {
     const app = await appWith({ global: false, identify: () => 'user:1' })
+    expect(app.tollgate.engine).toBeUndefined()
     expect(app.tollgate.limit).toBeUndefined()
     app.post('/upload', { config: { rateLimit: { windows: [{ limit: 1, period: '1m' }] } } }, ok)
     app.post('/login', { config: { rateLimit: { windows: [{ limit: 2, period: '1m' }] } } }, ok)

@@ -17,6 +17,6 @@ export function routes(app: FastifyInstance): void {
     const decision: Decision | undefined = request.rateLimit
     const route: RouteRateLimitOptions = { rule: 'a' }
     const verdict: RateLimitVerdict = await app.tollgate.check(request, route)
-    return { decision, verdict, rule: app.tollgate.limit?.rule }
+    return { decision, verdict, rule: app.tollgate.engine?.rule }
   })
 }

@@ -34,6 +34,8 @@ export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
 
 export interface RateLimitMiddleware extends Middleware {
   /** The engine deciding for this middleware: its options, limiter and rule. */
+  readonly engine: RateLimit<Context>
+  /** @deprecated The same as `engine`: a name that read as a number. */
   readonly limit: RateLimit<Context>
   /** Closes the limiter if this middleware made it (from `rules` or `windows`); a `limiter` passed in stays open. */
   close(): Promise<void>
@@ -68,7 +70,7 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
     if (verdict instanceof Promise) return verdict.then((settled) => applied(ctx, next, settled, throwError))
     return applied(ctx, next, verdict, throwError)
   }
-  return Object.assign(middleware, { limit, close: () => limit.close() })
+  return Object.assign(middleware, { engine: limit, limit, close: () => limit.close() })
 }
 
 const KOA_OPTIONS = ['throw']

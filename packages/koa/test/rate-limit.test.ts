@@ -24,6 +24,14 @@ function limitOf(options: Partial<KoaRateLimitOptions> = {}): RateLimitMiddlewar
   return middleware
 }
 
+describe('rateLimit middleware', () => {
+  it('carries its engine as engine, and as limit, the deprecated name', () => {
+    const middleware = limitOf()
+    expect(middleware.engine.rule).toBe('inline:sliding-log:2/10s')
+    expect(middleware.limit).toBe(middleware.engine)
+  })
+})
+
 const ok: Middleware = (ctx) => {
   ctx.body = 'ok'
 }
