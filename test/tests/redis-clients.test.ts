@@ -214,6 +214,39 @@ describe('node-redis clients', () => {
     await limiter.close()
   })
 
+  it('bring live rules up to date when they connect again, as after a failover', async () => {
+    const name = `reconnecting-${process.pid}`
+    const client = createClient5({ url: inject('redisUrl'), name })
+    // node-redis emits the lost connection as an error, then connects again by itself.
+    client.on('error', () => {})
+    await client.connect()
+    const admin = new Redis(inject('redisUrl'))
+    const prefix = prefixOf('reconnect')
+    const defaults: RulesOptions = { api: { windows: [{ limit: 10, period: '1m' }] } }
+    // Neither polls nor hears nudges: only a reconnection makes the follower read.
+    const follower = new LiveRules({ client, defaults, prefix, pollIntervalMs: 0, nudges: false })
+    const publisher = new LiveRules({ client: admin, defaults, prefix, pollIntervalMs: 0, nudges: false })
+    const limiter = createLimiter({ rules: follower, store: new RedisStore({ client, prefix }) })
+    await follower.refresh()
+    await publisher.publish({ api: { windows: [{ limit: 30, period: '1m' }] } })
+    expect(follower.epoch).toBe(0)
+    const clients = String(await admin.client('LIST'))
+    const id = /id=(\d+) [^\n]*name=(\S+)/g
+    let killed = 0
+    for (const [, found, named] of clients.matchAll(id)) {
+      if (named === name) killed += Number(await admin.client('KILL', 'ID', found as string))
+    }
+    expect(killed).toBe(1)
+    await pollUntil('the follower read the publish once connected again', 10_000, async () =>
+      follower.epoch === 1 ? { done: true, value: 1 } : { done: false, state: `epoch ${follower.epoch}` },
+    )
+    expect((await limiter.consume('api', 'ip:1')).windows[0]?.limit).toBe(30)
+    await Promise.all([limiter.close(), follower.close(), publisher.close()])
+    await admin.del(...(await admin.keys(`${prefix}{rules}:*`)))
+    await admin.quit()
+    await client.close()
+  })
+
   it('are refused by fleet stats, which write through ioredis pipelines, saying so', async () => {
     const client = createClient5({ url: inject('redisUrl') })
     const limiter = createLimiter({ rules: { api: { windows: [{ limit: 1, period: '1m' }] } } })
