@@ -148,6 +148,19 @@ for (const library of LIBRARIES) {
       await Promise.all([local.close(), remote.close()])
     })
 
+    it('admits exactly the limit between a strict HybridStore on it and a RedisStore on ioredis', async () => {
+      const prefix = prefixOf('strict')
+      const strict = createLimiter({
+        rules,
+        store: new HybridStore({ client: other.client, prefix, autoSync: false, consistency: 'strict' }),
+      })
+      const remote = createLimiter({ rules, store: new RedisStore({ client: ioredis, prefix, refusalCache: false }) })
+      const allowed = []
+      for (let i = 0; i < 10; i++) allowed.push((await (i % 2 ? remote : strict).consume('api', 'ip:1')).allowed)
+      expect(allowed.filter(Boolean)).toHaveLength(4)
+      await Promise.all([strict.close(), remote.close()])
+    })
+
     it('hears a publish made on ioredis through its own subscription, and reads it', async () => {
       const prefix = prefixOf('live')
       const defaults: RulesOptions = { api: { windows: [{ limit: 10, period: '1m' }] } }
