@@ -10,8 +10,11 @@ import {
   HybridStore,
   LiveRules,
   type LiveRulesOptions,
+  MemoryStore,
   RedisStore,
   type RulesOptions,
+  readFleetProcesses,
+  readFleetSeconds,
   shareFleetStats,
   TollgateConfigError,
 } from '@tollgate/core'
@@ -271,12 +274,26 @@ describe('node-redis clients', () => {
     await client.close()
   })
 
-  it('are refused by fleet stats, which write through ioredis pipelines, saying so', async () => {
+  it("write fleet stats that tollgate top's readers, on ioredis, read back", async () => {
     const client = createClient5({ url: inject('redisUrl') })
-    const limiter = createLimiter({ rules: { api: { windows: [{ limit: 1, period: '1m' }] } } })
-    expect(() => shareFleetStats(limiter, { client } as never)).toThrow(
-      /^shareFleetStats option client must be an ioredis \(or iovalkey\) Redis or Cluster client, got .*; node-redis clients serve RedisStore, HybridStore and LiveRules but not fleet stats/,
-    )
+    await client.connect()
+    const reader = new Redis(inject('redisUrl'))
+    const prefix = prefixOf('fleet')
+    const T = 1_700_000_000_000
+    const limiter = createLimiter({
+      rules: { api: { windows: [{ limit: 2, period: '1m' }] } },
+      store: new MemoryStore({ clock: () => T }),
+    })
+    const stats = shareFleetStats(limiter, { client, prefix, flushIntervalMs: 60_000, clock: () => T })
+    for (let i = 0; i < 5; i++) await limiter.consume('api', 'ip:1')
+    await stats.flush()
+    const [second] = await readFleetSeconds(reader, prefix, T / 1000, T / 1000)
+    expect(second?.rules.api?.decisions).toEqual({ allowed: 2, limited: 3 })
+    expect((await readFleetProcesses(reader, prefix, { nowMs: T })).length).toBe(1)
+    await stats.close()
+    await limiter.close()
+    await reader.quit()
+    await client.close()
   })
 
   it('are refused with the option named when they are not clients at all', () => {

@@ -31,6 +31,12 @@ export interface RedisConnection {
   get(key: string): Promise<string | null>
   exists(key: string): Promise<number>
   lrange(key: string, start: number, stop: number): Promise<string[]>
+  /**
+   * Sends `commands` together, in order, each as its words with its key second
+   * (`['HINCRBY', key, field, '1']`); all keys in one Cluster slot. Resolves once they were all
+   * answered, whatever each answered; rejects when they could not be sent.
+   */
+  pipeline(commands: ReadonlyArray<readonly string[]>): Promise<void>
   /** The master serving `slot` (`host:port`) as the client last learned it; undefined while it knows none, and off a Cluster. */
   masterOfSlot(slot: number): string | undefined
   /**

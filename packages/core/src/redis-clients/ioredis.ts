@@ -21,6 +21,7 @@ interface Ioredis extends RedisClientLike {
   get(key: string): Promise<string | null>
   exists(key: string): Promise<number>
   lrange(key: string, start: number, stop: number): Promise<string[]>
+  pipeline(): { call(command: string, ...args: string[]): unknown; exec(): Promise<unknown> }
   duplicate?(): Subscriber
   /** Sends QUIT once the replies of the commands already sent are in, then ends the connection. */
   quit?(): Promise<unknown>
@@ -69,6 +70,12 @@ export class IoredisConnection implements RedisConnection {
 
   lrange(key: string, start: number, stop: number): Promise<string[]> {
     return this.client.lrange(key, start, stop)
+  }
+
+  async pipeline(commands: ReadonlyArray<readonly string[]>): Promise<void> {
+    const pipeline = this.client.pipeline()
+    for (const [command, ...args] of commands) pipeline.call(command as string, ...args)
+    await pipeline.exec()
   }
 
   masterOfSlot(slot: number): string | undefined {

@@ -1,6 +1,6 @@
 import { TollgateError } from '../support/errors.js'
 import type { ChannelListener, RedisConnection, ScriptCommand, ScriptSource } from './connection.js'
-import { isNoScript } from './reply-errors.js'
+import { isNoScript, isReplyError } from './reply-errors.js'
 
 /**
  * A node-redis client (`redis` v4 to v6): `createClient()`, `createCluster()` or
@@ -107,6 +107,14 @@ export class NodeRedisConnection implements RedisConnection {
 
   lrange(key: string, start: number, stop: number): Promise<string[]> {
     return this.command(key, ['LRANGE', key, String(start), String(stop)]) as Promise<string[]>
+  }
+
+  /** node-redis writes the commands of one turn of the event loop together: a pipeline without asking. */
+  async pipeline(commands: ReadonlyArray<readonly string[]>): Promise<void> {
+    await Promise.allSettled(commands.map((command) => this.command(command[1], command))).then((settled) => {
+      const unsent = settled.find((outcome) => outcome.status === 'rejected' && !isReplyError(outcome.reason))
+      if (unsent) throw (unsent as PromiseRejectedResult).reason
+    })
   }
 
   masterOfSlot(slot: number): string | undefined {

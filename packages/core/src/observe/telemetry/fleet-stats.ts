@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Limiter } from '../../limiter/limiter.js'
+import type { RedisConnection } from '../../redis-clients/connection.js'
+import { connectionOf } from '../../redis-clients/connection-of.js'
+import type { NodeRedisClientLike } from '../../redis-clients/node-redis.js'
 import type { Decision } from '../../rules/decision.js'
 import { validatePrefix } from '../../rules/keys.js'
 import type { Rule, WarningHandler } from '../../rules/rules.js'
@@ -31,8 +34,8 @@ export interface FleetStatsClient {
 }
 
 export interface FleetStatsOptions {
-  /** An ioredis client (`Redis` or `Cluster`); never closed by the stats. */
-  client: FleetStatsClient
+  /** An ioredis (or iovalkey) client, `Redis` or `Cluster`, or a node-redis one, connected; never closed by the stats. */
+  client: FleetStatsClient | NodeRedisClientLike
   /**
    * The prefix the fleet's limiters use: `tollgate top` and `tollgate watch` read it.
    * @default 'tg:'
@@ -127,7 +130,8 @@ export function shareFleetStats(limiter: Limiter, options: FleetStatsOptions): F
   }
 }
 
-type FleetStatsConfig = Required<Omit<FleetStatsOptions, 'onWarning' | 'clock'>> & {
+type FleetStatsConfig = Required<Omit<FleetStatsOptions, 'client' | 'onWarning' | 'clock'>> & {
+  connection: RedisConnection
   onWarning: WarningHandler
   now: () => number
 }
@@ -224,27 +228,28 @@ class FleetStatsWriter implements DecisionObserver {
   }
 
   private async write(): Promise<void> {
-    const { client, retentionMs, topIntervalMs } = this.config
-    const pipeline = client.pipeline()
-    let commands = 0
+    const { connection, topIntervalMs } = this.config
+    const retentionMs = String(this.config.retentionMs)
+    const commands: string[][] = []
+    let counted = 0
     for (const [second, rules] of this.seconds) {
       const key = this.keys.second(second)
       for (const counts of rules.values()) {
         counts.outcomes.forEach((count, outcome) => {
           if (count === 0) return
-          pipeline.hincrby(key, `${counts.label}\t${DECISION_OUTCOMES[outcome]}`, count)
-          commands++
+          commands.push(['HINCRBY', key, `${counts.label}\t${DECISION_OUTCOMES[outcome]}`, String(count)])
+          counted++
         })
         for (const [window, count] of counts.denials) {
-          pipeline.hincrby(key, `${counts.label}\t${window}\tdenied`, count)
-          commands++
+          commands.push(['HINCRBY', key, `${counts.label}\t${window}\tdenied`, String(count)])
+          counted++
         }
       }
       if (this.storeFailures > 0) {
-        pipeline.hincrby(key, 'store\terrors', this.storeFailures)
+        commands.push(['HINCRBY', key, 'store\terrors', String(this.storeFailures)])
         this.storeFailures = 0
       }
-      pipeline.pexpire(key, retentionMs)
+      commands.push(['PEXPIRE', key, retentionMs])
     }
     this.seconds.clear()
     this.second = -1
@@ -252,32 +257,35 @@ class FleetStatsWriter implements DecisionObserver {
     const now = this.config.now()
     if (now - this.topSince >= topIntervalMs) {
       const span = Math.floor(now / topIntervalMs)
+      const topRules = this.keys.topRules(span)
       for (const [label, sketch] of this.top) {
         const key = this.keys.top(label, span)
-        for (const { item, count } of sketch.entries()) pipeline.zincrby(key, count, item)
-        pipeline.pexpire(key, retentionMs)
-        pipeline.sadd(this.keys.topRules(span), label)
-        pipeline.pexpire(this.keys.topRules(span), retentionMs)
-        commands++
+        for (const { item, count } of sketch.entries()) commands.push(['ZINCRBY', key, String(count), item])
+        commands.push(['PEXPIRE', key, retentionMs], ['SADD', topRules, label], ['PEXPIRE', topRules, retentionMs])
+        counted++
         sketch.clear()
       }
       this.topSince = now
     }
     const stats = (this.limiter.store as { stats?: () => unknown }).stats
-    if (commands > 0 || typeof stats === 'function') {
+    if (counted > 0 || typeof stats === 'function') {
       const key = this.keys.process(this.instance)
       const live = 3 * this.config.flushIntervalMs
-      if (typeof stats === 'function')
-        pipeline.hset(key, 'hybrid', JSON.stringify(stats.call(this.limiter.store), this.byRuleLabel))
-      pipeline.hset(key, 'at', String(now))
-      pipeline.pexpire(key, live)
-      pipeline.zadd(this.keys.processes, now, this.instance)
-      pipeline.zremrangebyscore(this.keys.processes, '-inf', now - live)
-      pipeline.pexpire(this.keys.processes, retentionMs)
-      commands++
+      if (typeof stats === 'function') {
+        commands.push(['HSET', key, 'hybrid', JSON.stringify(stats.call(this.limiter.store), this.byRuleLabel)])
+      }
+      const { processes } = this.keys
+      commands.push(
+        ['HSET', key, 'at', String(now)],
+        ['PEXPIRE', key, String(live)],
+        ['ZADD', processes, String(now), this.instance],
+        ['ZREMRANGEBYSCORE', processes, '-inf', String(now - live)],
+        ['PEXPIRE', processes, retentionMs],
+      )
+      counted++
     }
-    if (commands === 0) return
-    await pipeline.exec()
+    if (counted === 0) return
+    await connection.pipeline(commands)
   }
 
   /**
@@ -306,12 +314,7 @@ class FleetStatsWriter implements DecisionObserver {
 
 function configOf(options: FleetStatsOptions): FleetStatsConfig {
   const raw = checkOptionsObject(options, OPTION_KEYS, 'shareFleetStats options', { shape: '{ client }' })
-  const client = raw.client as FleetStatsClient
-  if (client === null || typeof client !== 'object' || typeof client.pipeline !== 'function') {
-    throw new TollgateConfigError(
-      `shareFleetStats option client must be an ioredis (or iovalkey) Redis or Cluster client, got ${describeValue(client)}${nodeRedisHint(client)}`,
-    )
-  }
+  const connection = connectionOf(raw.client, 'shareFleetStats option client')
   const prefix = validatePrefix(raw.prefix ?? 'tg:', 'shareFleetStats')
   const whole = (name: string, value: unknown, least: number, most?: number) =>
     wholeOption('shareFleetStats', name, value, least, most)
@@ -323,7 +326,7 @@ function configOf(options: FleetStatsOptions): FleetStatsConfig {
   }
   const clock = clockOption(raw.clock ?? Date.now, 'shareFleetStats')
   return {
-    client,
+    connection,
     prefix,
     now: () => timeFrom(clock as Clock, 'shareFleetStats'),
     // A timer's delay: past MAX_TIMER_MS, Node would flush every millisecond.
@@ -343,12 +346,4 @@ function instanceName(): string {
       .replace(/[^A-Za-z0-9._-]+/g, '-')
       .slice(0, 63) || 'host'
   return `${host}/${process.pid}-${randomBytes(4).toString('hex')}`
-}
-
-/** Fleet stats write through ioredis pipelines: a node-redis client, which the stores take, is named as such. */
-function nodeRedisHint(client: unknown): string {
-  const offered = client as { sendCommand?: unknown; isOpen?: unknown } | null
-  return typeof offered?.sendCommand === 'function' && typeof offered.isOpen === 'boolean'
-    ? '; node-redis clients serve RedisStore, HybridStore and LiveRules but not fleet stats: give shareFleetStats an ioredis client'
-    : ''
 }
