@@ -13,7 +13,8 @@ import type { LiveRulesClient } from './redis-rules.js'
 export interface LiveRulesOptions {
   /**
    * An ioredis (or iovalkey) client: `new Redis(…)` (standalone or Sentinel) or `new Cluster(…)`;
-   * or a node-redis client, connected: `createClient()` or `createCluster()` (v4 to v6). Closed by
+   * or a node-redis client, connected: `createClient()`, `createCluster()` (v4 to v6), or
+   * `createSentinel()` with `nudges: false`, having no `duplicate()`. Closed by
    * LiveRules only with `closeClient`. It reads and publishes through it; with `nudges`, it also
    * opens one connection of its own, `client.duplicate()`, to hear publishes, closed by `close()`.
    * @example new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')

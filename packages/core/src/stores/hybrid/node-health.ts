@@ -15,14 +15,14 @@ export class NodeHealth {
   private readonly probeKeys = new Map<string, string>()
   private readonly answeredAt = new Map<string, number>()
 
+  private readonly cluster: boolean
+
   constructor(
     private readonly connection: RedisConnection,
     private readonly startedAt: number,
   ) {
     this.cluster = connection.cluster
   }
-
-  private readonly cluster: boolean
 
   /** The node that serves a key: a master's `host:port`, or the slot itself before the Cluster's first slot map. */
   nodeOf(key: string): string {
