@@ -46,6 +46,8 @@ export interface Contender {
   store: StoreKind
   /** Decides in memory but syncs with Redis (HybridStore): it gets the run's client all the same. */
   syncsWithRedis?: boolean
+  /** Talks to Redis through a client of its own, not the run's ioredis client, which counts what a contender sends. */
+  ownClient?: boolean
   role: Role
   shapes: readonly RuleShape[]
   /** What one decision calls, as the report says it. */

@@ -8,6 +8,7 @@ import {
   RedisStore,
   type WindowOptions,
 } from '@tollgate/core'
+import { createClient } from 'redis'
 import { type Contender, requireClient, type SetupOptions, type StoreKind } from './contender.js'
 
 /**
@@ -35,6 +36,43 @@ function tollgate(store: StoreKind, algorithm: AlgorithmName): Contender {
     async setup(options) {
       const limiter = createLimiter({
         store: store === 'redis' ? new RedisStore({ client: requireClient(options, this.id) }) : new MemoryStore(),
+        rules: { r: { algorithm, windows: windowsOf(options) } },
+        storeTimeoutMs: STORE_TIMEOUT_MS,
+        onWarning: () => {},
+      })
+      return {
+        async decide(identifiers) {
+          const decision = await limiter.consume('r', identifiers)
+          if (decision.error) throw decision.error
+          return decision.allowed
+        },
+        teardown: () => limiter.close(),
+      }
+    },
+  }
+}
+
+/**
+ * RedisStore through node-redis rather than ioredis: the same Lua and keys, so what differs is
+ * the client's own cost. Its client is its own, to the run's Redis, made with node-redis's
+ * defaults as the run's ioredis client is with ioredis's.
+ */
+function tollgateNodeRedis(algorithm: AlgorithmName): Contender {
+  return {
+    id: `tollgate/node-redis/${algorithm}`,
+    library: 'Tollgate',
+    variant: `${algorithm} (RedisStore on node-redis)`,
+    store: 'redis',
+    ownClient: true,
+    role: 'tollgate',
+    shapes: ['one-window', 'two-by-two'],
+    call: 'limiter.consume(rule, identifiers) with RedisStore on a node-redis client',
+    async setup(options) {
+      const { host, port } = requireClient(options, this.id).options
+      const client = createClient({ socket: { host, port } })
+      await client.connect()
+      const limiter = createLimiter({
+        store: new RedisStore({ client, closeClient: true }),
         rules: { r: { algorithm, windows: windowsOf(options) } },
         storeTimeoutMs: STORE_TIMEOUT_MS,
         onWarning: () => {},
@@ -102,4 +140,5 @@ function tollgateHybrid(algorithm: AlgorithmName): Contender {
 export const tollgateContenders: readonly Contender[] = [
   ...(['redis', 'memory'] as const).flatMap((store) => ALGORITHMS.map((algorithm) => tollgate(store, algorithm))),
   ...ALGORITHMS.filter((algorithm) => algorithm !== 'sliding-log').map(tollgateHybrid),
+  tollgateNodeRedis('fixed-window'),
 ]

@@ -23,7 +23,10 @@ const LIMIT = 100
 const SAMPLE_KEYS = 200
 const IN_FLIGHT = 256
 
-const REDIS_CONTENDERS = CONTENDERS.filter((contender) => contender.store === 'redis' && contender.role !== 'ceiling')
+/** A contender on a client of its own writes the keys another one here writes: the same bytes. */
+const REDIS_CONTENDERS = CONTENDERS.filter(
+  (contender) => contender.store === 'redis' && contender.role !== 'ceiling' && !contender.ownClient,
+)
 
 export function bytesUnits(config: BenchConfig): number {
   return REDIS_CONTENDERS.length * config.bytes.runs.length

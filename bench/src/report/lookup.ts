@@ -39,9 +39,12 @@ export function tollgateIds(store: StoreKind): string[] {
   return CONTENDERS.filter((c) => c.role === 'tollgate' && c.store === store).map((c) => c.id)
 }
 
-/** The algorithm a Tollgate contender runs, marked `(hybrid)` for the HybridStore's, which share the in-memory rows. */
+/**
+ * The algorithm a Tollgate contender runs, marked `(hybrid)` for the HybridStore's, which share
+ * the in-memory rows, and `(node-redis)` for the RedisStore on a node-redis client.
+ */
 export function algorithmOf(id: string): string {
   const parts = id.split('/')
   const algorithm = parts.at(-1) as string
-  return parts[1] === 'hybrid' ? `${algorithm} (hybrid)` : algorithm
+  return parts[1] === 'hybrid' || parts[1] === 'node-redis' ? `${algorithm} (${parts[1]})` : algorithm
 }
