@@ -6,9 +6,10 @@ import {
   HybridStore,
   MemoryStore,
   RedisStore,
+  type Store,
   type WindowOptions,
 } from '@tollgate/core'
-import { type Contender, requireClient, type SetupOptions, type StoreKind } from './contender.js'
+import { type Contender, type Decider, requireClient, type SetupOptions, type StoreKind } from './contender.js'
 
 /**
  * Long enough that a slow answer on a busy machine is measured as slow rather than replaced by
@@ -23,6 +24,24 @@ export function windowsOf(options: Pick<SetupOptions, 'shape' | 'limit' | 'perio
   return [first, { limit: Math.max(1, Math.ceil(options.limit / 10)), period: Math.max(1_000, options.periodMs / 60) }]
 }
 
+/** A limiter of one rule on `store`, deciding as a contender does; its teardown closes the store. */
+function deciderOn(store: Store, algorithm: AlgorithmName, options: SetupOptions): Decider {
+  const limiter = createLimiter({
+    store,
+    rules: { r: { algorithm, windows: windowsOf(options) } },
+    storeTimeoutMs: STORE_TIMEOUT_MS,
+    onWarning: () => {},
+  })
+  return {
+    async decide(identifiers) {
+      const decision = await limiter.consume('r', identifiers)
+      if (decision.error) throw decision.error
+      return decision.allowed
+    },
+    teardown: () => limiter.close(),
+  }
+}
+
 function tollgate(store: StoreKind, algorithm: AlgorithmName): Contender {
   return {
     id: `tollgate/${store}/${algorithm}`,
@@ -33,20 +52,11 @@ function tollgate(store: StoreKind, algorithm: AlgorithmName): Contender {
     shapes: ['one-window', 'two-by-two'],
     call: `limiter.consume(rule, identifiers) with ${store === 'redis' ? 'RedisStore' : 'MemoryStore'}`,
     async setup(options) {
-      const limiter = createLimiter({
-        store: store === 'redis' ? new RedisStore({ client: requireClient(options, this.id) }) : new MemoryStore(),
-        rules: { r: { algorithm, windows: windowsOf(options) } },
-        storeTimeoutMs: STORE_TIMEOUT_MS,
-        onWarning: () => {},
-      })
-      return {
-        async decide(identifiers) {
-          const decision = await limiter.consume('r', identifiers)
-          if (decision.error) throw decision.error
-          return decision.allowed
-        },
-        teardown: () => limiter.close(),
-      }
+      return deciderOn(
+        store === 'redis' ? new RedisStore({ client: requireClient(options, this.id) }) : new MemoryStore(),
+        algorithm,
+        options,
+      )
     },
   }
 }
@@ -74,20 +84,7 @@ function tollgateNodeRedis(algorithm: AlgorithmName): Contender {
       const { createClient } = await import('redis')
       const client = createClient({ socket: { host, port } })
       await client.connect()
-      const limiter = createLimiter({
-        store: new RedisStore({ client, closeClient: true }),
-        rules: { r: { algorithm, windows: windowsOf(options) } },
-        storeTimeoutMs: STORE_TIMEOUT_MS,
-        onWarning: () => {},
-      })
-      return {
-        async decide(identifiers) {
-          const decision = await limiter.consume('r', identifiers)
-          if (decision.error) throw decision.error
-          return decision.allowed
-        },
-        teardown: () => limiter.close(),
-      }
+      return deciderOn(new RedisStore({ client, closeClient: true }), algorithm, options)
     },
   }
 }
