@@ -15,16 +15,12 @@ export interface ChannelListener {
   failed(error: Error): void
 }
 
-/** The libraries a connection speaks through. */
-export type RedisLibrary = 'ioredis' | 'node-redis'
-
 /**
  * What Tollgate asks of a Redis client. Scripts go by EVALSHA, and by EVAL only when Redis
  * answers NOSCRIPT, so that they survive SCRIPT FLUSH, restarts and failovers without a retry on
  * any other error. Every command goes to a master.
  */
 export interface RedisConnection {
-  readonly library: RedisLibrary
   /** A Redis Cluster client: calls are grouped by slot, and each master is watched alone. */
   readonly cluster: boolean
   script(source: ScriptSource): ScriptCommand

@@ -1,3 +1,4 @@
+import { listenTo } from './client-events.js'
 import type { ChannelListener, RedisConnection, ScriptCommand, ScriptSource } from './connection.js'
 
 /**
@@ -42,7 +43,6 @@ const RECONNECTION_EVENTS = ['ready', '+node'] as const
 
 /** Scripts through `defineCommand`: EVALSHA, falling back to EVAL only on NOSCRIPT. */
 export class IoredisConnection implements RedisConnection {
-  readonly library = 'ioredis'
   readonly cluster: boolean
   readonly subscribe: RedisConnection['subscribe']
   private readonly client: Ioredis
@@ -83,11 +83,11 @@ export class IoredisConnection implements RedisConnection {
   }
 
   onError(listener: (error: Error) => void): () => void {
-    return this.listen(ERROR_EVENTS, listener)
+    return listenTo(this.client, ERROR_EVENTS, listener)
   }
 
   onReconnection(listener: () => void): () => void {
-    return this.listen(RECONNECTION_EVENTS, listener)
+    return listenTo(this.client, RECONNECTION_EVENTS, listener)
   }
 
   async close(): Promise<void> {
@@ -104,17 +104,6 @@ export class IoredisConnection implements RedisConnection {
     } catch {
       // QUIT cannot reach a server that is down; disconnect() still stops the reconnection timer.
       client.disconnect?.()
-    }
-  }
-
-  private listen(events: readonly string[], listener: (...args: never[]) => void): () => void {
-    const emitter = this.client as unknown as Partial<
-      Record<'on' | 'off', (event: string, listener: unknown) => unknown>
-    >
-    if (typeof emitter.on !== 'function' || typeof emitter.off !== 'function') return () => {}
-    for (const event of events) emitter.on.call(this.client, event, listener)
-    return () => {
-      for (const event of events) emitter.off?.call(this.client, event, listener)
     }
   }
 

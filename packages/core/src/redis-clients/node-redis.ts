@@ -1,4 +1,5 @@
 import { TollgateError } from '../support/errors.js'
+import { listenTo } from './client-events.js'
 import type { ChannelListener, RedisConnection, ScriptCommand, ScriptSource } from './connection.js'
 import { isNoScript, isReplyError } from './reply-errors.js'
 
@@ -16,8 +17,6 @@ type Args = readonly string[]
 
 /** How each kind of node-redis client takes a raw command, and the part each offers beyond it. */
 interface NodeRedis extends NodeRedisClientLike {
-  on?(event: string, listener: (...args: never[]) => void): unknown
-  off?(event: string, listener: (...args: never[]) => void): unknown
   duplicate?(): NodeRedisSubscriber
   /** v5 and later: QUIT once the replies are in. */
   close?(): Promise<void>
@@ -62,13 +61,11 @@ const RECONNECTION_EVENTS = ['ready', 'node-ready'] as const
  * naming the cause, where node-redis would say only that "the client is closed".
  */
 export class NodeRedisConnection implements RedisConnection {
-  readonly library = 'node-redis'
   readonly cluster: boolean
   readonly subscribe: RedisConnection['subscribe']
   private readonly send: (key: string | undefined, args: Args) => Promise<unknown>
 
   constructor(private readonly client: NodeRedisClientLike) {
-    const any = client as NodeRedis
     this.cluster = typeof (client as Partial<Cluster>).getSlotMaster === 'function'
     if (this.cluster) {
       const cluster = client as Cluster
@@ -80,7 +77,7 @@ export class NodeRedisConnection implements RedisConnection {
       const standalone = client as Standalone
       this.send = (_key, args) => standalone.sendCommand(args)
     }
-    this.subscribe = typeof any.duplicate === 'function' ? this.subscribeOnDuplicate : undefined
+    this.subscribe = typeof (client as NodeRedis).duplicate === 'function' ? this.subscribeOnDuplicate : undefined
   }
 
   script(source: ScriptSource): ScriptCommand {
@@ -111,10 +108,10 @@ export class NodeRedisConnection implements RedisConnection {
 
   /** node-redis writes the commands of one turn of the event loop together: a pipeline without asking. */
   async pipeline(commands: ReadonlyArray<readonly string[]>): Promise<void> {
-    await Promise.allSettled(commands.map((command) => this.command(command[1], command))).then((settled) => {
-      const unsent = settled.find((outcome) => outcome.status === 'rejected' && !isReplyError(outcome.reason))
-      if (unsent) throw (unsent as PromiseRejectedResult).reason
-    })
+    const settled = await Promise.allSettled(commands.map((command) => this.command(command[1], command)))
+    // Whatever each answered, as an ioredis pipeline resolves; a command that was never answered fails the whole.
+    for (const outcome of settled)
+      if (outcome.status === 'rejected' && !isReplyError(outcome.reason)) throw outcome.reason
   }
 
   masterOfSlot(slot: number): string | undefined {
@@ -128,11 +125,11 @@ export class NodeRedisConnection implements RedisConnection {
   }
 
   onError(listener: (error: Error) => void): () => void {
-    return this.listen(ERROR_EVENTS, listener)
+    return listenTo(this.client, ERROR_EVENTS, listener)
   }
 
   onReconnection(listener: () => void): () => void {
-    return this.listen(RECONNECTION_EVENTS, listener)
+    return listenTo(this.client, RECONNECTION_EVENTS, listener)
   }
 
   async close(): Promise<void> {
@@ -157,15 +154,6 @@ export class NodeRedisConnection implements RedisConnection {
       )
     }
     return this.send(key, args)
-  }
-
-  private listen(events: readonly string[], listener: (...args: never[]) => void): () => void {
-    const client = this.client as NodeRedis
-    if (typeof client.on !== 'function' || typeof client.off !== 'function') return () => {}
-    for (const event of events) client.on(event, listener)
-    return () => {
-      for (const event of events) client.off?.(event, listener)
-    }
   }
 
   private readonly subscribeOnDuplicate = (channel: string, listener: ChannelListener): (() => void) => {

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
 import calculateSlot from 'cluster-key-slot'
-import type { ScriptSource } from '../../redis-clients/connection.js'
 import { KeyBuilder } from '../../rules/keys.js'
 import { syncScript } from '../../scripts/generated.js'
 import { timeFrom } from '../../support/clock.js'
@@ -57,11 +56,6 @@ export class RedisLink {
     this.errors = ClientErrors.of(connection)
     this.startedAt = this.now()
     this.health = new NodeHealth(connection, this.startedAt)
-  }
-
-  /** A script, run by its SHA1 on the store's client. */
-  script(source: ScriptSource): SyncCommand {
-    return this.config.connection.script(source)
   }
 
   /** The Redis key that holds a target's state: a RedisStore's with the same prefix. */

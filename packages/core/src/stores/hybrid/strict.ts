@@ -30,7 +30,7 @@ export class StrictMode implements HybridMode {
     this.book = new LeaseBook(link.keys, config.maxTrackedKeys, { headroom, min, syncIntervalMs })
     this.exchange = new LeaseExchange({
       book: this.book,
-      run: link.script(leaseScript),
+      run: config.connection.script(leaseScript),
       cluster: link.cluster,
       watches: link.watches,
       operationKey: (key) => operationKeyBeside(prefix, key),
