@@ -69,6 +69,23 @@ end
 local scratch, segments = {}, {}
 local instance = ARGV[5]
 
+-- The segments 'at units at units …' of `text` read into `segments`, whose old cells beyond are
+-- cleared; returns how many numbers it holds. Plain finds: gmatch would build an iterator and a
+-- capture per number.
+local function read_segments(text, segments)
+  local count, position, to = 0, 1, #text
+  while position <= to do
+    local stop = find(text, ' ', position, true) or to + 1
+    count = count + 1
+    segments[count] = tonumber(sub(text, position, stop - 1))
+    position = stop + 1
+  end
+  for j = count + 1, #segments do
+    segments[j] = nil
+  end
+  return count
+end
+
 -- Keeps the segments for which keep(at, units) is true, in order; answers how many numbers are left.
 local function keep_segments(keep)
   local kept = 0
@@ -113,7 +130,7 @@ local function give_back(name, rule)
   if keep_segments(function(_, units)
     return units < 0
   end) > 0 then
-    add_to_key(rule, name, call('GET', name), now, segments, scratch)
+    rule.module.sync(name, call('GET', name), rule.windows, now, segments, scratch)
   end
 end
 

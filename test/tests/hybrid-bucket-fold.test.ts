@@ -4,7 +4,7 @@ import { bucket, scaleOf } from '../../packages/core/src/algorithms/bucket.js'
 import type { Window } from '../../packages/core/src/rules/rules.js'
 import { syncScript } from '../../packages/core/src/scripts/generated.js'
 import { applyFolded, foldAfter, foldedOf } from '../../packages/core/src/stores/hybrid/bucket-fold.js'
-import { ruleTextOf } from '../../packages/core/src/stores/hybrid/sync-wire.js'
+import { SyncEntries } from '../../packages/core/src/stores/hybrid/sync-wire.js'
 import { decodeCounterState, toModelState } from '../../packages/core/src/stores/shared/redis-state.js'
 import { seededRandom } from '../src/seeded-random.js'
 
@@ -74,10 +74,12 @@ describe('a bucket’s units folded, against the segments they replace', () => {
   // The script gives the key a TTL from the simulated clock, as little as 100 ms, which runs out
   // on the real one: on a busy machine a key expired between two steps of a case. Each push
   // persists the key in the same transaction, so nothing expires while a case runs.
-  async function push(key: string, windows: Window[], pushed: string, now: number): Promise<void> {
+  async function push(key: string, windows: Window[], pushed: number[], now: number): Promise<void> {
+    const entries = new SyncEntries()
+    entries.add('token-bucket', windows, pushed)
     const replies = await client
       .multi()
-      .eval(syncScript.lua, 1, key, String(now), '', '', `${ruleTextOf('token-bucket', windows)}\n${pushed}\n`)
+      .eval(syncScript.lua, 1, key, String(now), '', '', `[${entries.entries.join(',')}]`)
       .persist(key)
       .exec()
     const failed = replies?.find(([error]) => error !== null)
@@ -92,12 +94,12 @@ describe('a bucket’s units folded, against the segments they replace', () => {
     const foldedKey = `fold:{${at}}:f`
     if (c.before.length > 0) {
       const lastBefore = c.before[c.before.length - 2] as number
-      await push(segmentsKey, c.windows, c.before.join(' '), lastBefore)
-      await push(foldedKey, c.windows, c.before.join(' '), lastBefore)
+      await push(segmentsKey, c.windows, c.before, lastBefore)
+      await push(foldedKey, c.windows, c.before, lastBefore)
     }
     const start = await client.get(foldedKey)
-    await push(segmentsKey, c.windows, c.units.join(' '), c.now)
-    await push(foldedKey, c.windows, `~${foldedOf(c.windows, c.units).join(' ')}`, c.now)
+    await push(segmentsKey, c.windows, c.units, c.now)
+    await push(foldedKey, c.windows, foldedOf(c.windows, c.units), c.now)
     const [segments, folded] = await client.mget(segmentsKey, foldedKey)
     await client.del(segmentsKey, foldedKey)
     return { segments: segments ?? null, folded: folded ?? null, start }

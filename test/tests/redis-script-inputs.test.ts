@@ -36,7 +36,7 @@ describe('Redis scripts, the inputs they share', () => {
 
   it.each(badTimes)('sync and lease: a time of %s fails the call, and writes nothing', async (time) => {
     const calls = [
-      client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', '', 'fw 10 60000\n1700000000000 3\n'),
+      client.eval(syncScript.lua, 1, 'inputs:{s}:fw', time, '', '', '["fw 10 60000",2,1700000000000,3]'),
       client.eval(leaseScript.lua, 1, 'inputs:{l}:fw', time, '-', '', '', 'i1', 'fw 10 60000|4|0|'),
     ]
     for (const call of calls) {
@@ -50,7 +50,7 @@ describe('Redis scripts, the inputs they share', () => {
   it('a rule of an algorithm a script does not keep fails with its code, and writes nothing', async () => {
     // Sliding logs cannot be summed as counters, and lease slices only fit the window counters.
     await expect(
-      client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', '', 'sl 10 60000\n1700000000000 3\n'),
+      client.eval(syncScript.lua, 1, 'inputs:{s}:sl', '1700000000000', '', '', '["sl 10 60000",2,1700000000000,3]'),
     ).rejects.toThrow('no algorithm sl in this script, in the rule sl 10 60000')
     await expect(
       client.eval(leaseScript.lua, 1, 'inputs:{l}:tb', '1700000000000', '-', '', '', 'i1', 'tb 10 60000|4|0|'),
@@ -72,7 +72,7 @@ describe('Redis scripts, the inputs they share', () => {
       String(now),
       '',
       '',
-      `fw 10 60000/5\n${now} 3\n`,
+      `["fw 10 60000/5",2,${now},3]`,
     )) as unknown[]
     expect(synced.slice(0, 2)).toEqual([expect.any(Number), -1])
     const peeked = (await client.eval(decideScript.lua, 1, key, `peek 1 ${now} fw 10 60000`)) as number[]
@@ -90,7 +90,7 @@ describe('Redis scripts, the inputs they share', () => {
       String(now),
       '',
       '',
-      `fw 10 60000\n~${now} ${now} 3 3 3\ntb 10 60000\n~${now} ${now} 3 18000 18000\n`,
+      `["fw 10 60000",-5,${now},${now},3,3,3,"tb 10 60000",-5,${now},${now},3,18000,18000]`,
     )) as unknown[]
     const values = String(reply[2]).split('\n')
     expect(values[0]).toBe('!units folded for a rule that is not a bucket')
@@ -105,5 +105,22 @@ describe('Redis scripts, the inputs they share', () => {
       `peek 1 ${now} tb 10 60000`,
     )) as number[]
     expect(peeked[1]).toBe(7)
+  })
+
+  it('sync: an entry whose count runs past the items fails the call, and writes nothing', async () => {
+    const now = 1_700_000_000_000
+    const calls = [
+      // Two numbers said, one sent.
+      client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', `["fw 10 60000",2,${now}]`),
+      // A count that is not a whole number.
+      client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', `["fw 10 60000",1.5,${now},3]`),
+      // An entry that is neither a count nor a rule's text.
+      client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', `["fw 10 60000",[${now},3]]`),
+    ]
+    for (const call of calls) await expect(call).rejects.toThrow('does not hold its count of numbers')
+    await expect(
+      client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', 'fw 10 60000\n'),
+    ).rejects.toThrow()
+    expect(await client.exists('inputs:{count}:fw')).toBe(0)
   })
 })

@@ -137,9 +137,10 @@ export function chunksOf(names: readonly string[], cluster: boolean): number[][]
 }
 
 /**
- * The sync script's entries for keys, in order: a rule's text before the first entry of a key that
- * follows it, then each key's units (none: it is only read). A key's entry is its units alone, so
- * that the text a sync sends, and Redis parses, is about the units it pushes.
+ * The sync script's items for keys, in order, each as its JSON text: a rule's text before the
+ * first entry of a key that follows it, then each key's entry, its count of numbers and its
+ * units (none: it is only read). A key's entry is its units alone, so that the text a sync sends,
+ * and Redis parses, is about the units it pushes.
  */
 export class SyncEntries {
   readonly entries: string[] = []
@@ -149,13 +150,13 @@ export class SyncEntries {
 
   add(algorithm: AlgorithmName, windows: readonly Window[], units: readonly number[] | undefined): void {
     this.rule(algorithm, windows)
-    this.entries.push(unitsText(units))
+    this.entries.push(unitsEntry(units))
   }
 
   /** A key pushing one segment: `units` admitted at `at`. */
   addSegment(algorithm: AlgorithmName, windows: readonly Window[], at: number, units: number): void {
     this.rule(algorithm, windows)
-    this.entries.push(`${at} ${units}`)
+    this.entries.push(`2,${at},${units}`)
   }
 
   private rule(algorithm: AlgorithmName, windows: readonly Window[]): void {
@@ -165,19 +166,19 @@ export class SyncEntries {
       this.windows = windows
       const text = ruleTextOf(algorithm, windows)
       if (text !== this.text) {
-        this.entries.push(text)
+        this.entries.push(JSON.stringify(text))
         this.text = text
       }
     }
   }
 }
 
-/** A key's units in its entry: 'at units …', '~…' for a bucket's folded, '' for none. */
-function unitsText(units: readonly number[] | undefined): string {
-  if (units === undefined) return ''
+/** A key's entry: its count of numbers, then 'at, units, …'; the count negated for a bucket's units folded. */
+function unitsEntry(units: readonly number[] | undefined): string {
+  if (units === undefined || units.length === 0) return '0'
   // Most keys push one segment: a template, not a join.
-  if (units.length === 2) return `${units[0]} ${units[1]}`
-  return isFolded(units) ? `~${units.join(' ')}` : units.join(' ')
+  if (units.length === 2) return `2,${units[0]},${units[1]}`
+  return `${isFolded(units) ? -units.length : units.length},${units.join(',')}`
 }
 
 /** The `sending` units of each of the chunk's keys, as the sync script's entries. */
@@ -210,8 +211,7 @@ export function chunkArguments(
   if (operationKey !== undefined) keys.push(operationKey)
   for (const name of names) keys.push(name)
   // One text for every entry: an argument per key would cost the client and Redis as much as the key.
-  const lines = entries.length === 0 ? '' : `${entries.join('\n')}\n`
-  keys.push(time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', lines)
+  keys.push(time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', `[${entries.join(',')}]`)
   return { keyCount: keys.length - 4, keysAndArgs: keys }
 }
 
