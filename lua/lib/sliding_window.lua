@@ -205,6 +205,53 @@ local function sliding_window_module()
     return n
   end
 
+  -- Most keys of a sync: one window, one segment of units admitted in now's window, which the key
+  -- counts in already (a compact value) or, `absent`, no key (MGET's nil). What the general sync
+  -- below does for them, without its decoding, its closure and its writer (as fixed_window.lua's).
+  -- Returns nothing for any other case, which the general sync takes.
+  local function sync_in_window(key, raw, w, now, at, units, absent)
+    if units <= 0 then
+      return
+    end
+    local period = w.period
+    local index = (now - now % period) / period
+    at = min(at, now)
+    if at < index * period then
+      return
+    end
+    local expires_at, count, previous = (index + 2) * period, 0, 0
+    if raw then
+      local n = #raw
+      local size2, size3 = byte(raw, n - 1, n)
+      size2, size3 = size2 - 48, size3 - 48
+      if size2 < 1 or size2 > 9 or size3 < 1 or size3 > 9 or find(raw, ' ', 1, true) then
+        return
+      end
+      local stop = n - 2 - size3
+      count = tonumber(sub(raw, stop - size2 + 1, stop))
+      -- A count of 0 ends its state a window earlier, which the general sync moves on.
+      if tonumber(sub(raw, 1, stop - size2)) ~= expires_at or not count or count <= 0 then
+        return
+      end
+      previous = tonumber(sub(raw, stop + 1, n - 2))
+    elseif not absent then
+      return
+    end
+    count = count + units
+    if not previous or count > MAX_PACKED or count % 1 ~= 0 then
+      return
+    end
+    local b, c = fmt(count), fmt(previous)
+    local value = fmt(expires_at) .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
+    if raw then
+      call('SET', key, value, 'KEEPTTL')
+    elseif not call('SET', key, value, 'PX', expires_at - now, 'NX') then
+      -- A key of another type, which MGET read as none: GET fails with what it is.
+      call('GET', key)
+    end
+    return pushed_above(units, count + weighted(period, index, at, previous), w.limit), value
+  end
+
   -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
   -- (negative: a refund) admitted at `at`, added to the window they were admitted in without a
   -- check: they were admitted already. A segment of the window before the stored one adds to its
@@ -212,6 +259,12 @@ local function sliding_window_module()
   -- it. Returns the units pushed above a limit, the previous count weighed as of each segment's
   -- time, and the value the key holds after ('' for none).
   function module.sync(key, raw, windows, now, segments, s, _, absent)
+    if #windows == 1 and segments[3] == nil and segments[1] then
+      local pushed_over, value = sync_in_window(key, raw, windows[1], now, segments[1], segments[2], absent)
+      if value then
+        return pushed_over, value
+      end
+    end
     -- A compact value's first field is the key's expiry: a write that keeps it keeps the TTL.
     local kept = parse_counter(raw, windows, s, 0, 3, legacy)
     local moved = false
