@@ -12,6 +12,8 @@ export interface SyncWorkerSetup {
   first: number
   keys: number
   limit: number
+  /** The rule's algorithm; a fixed window when not given. */
+  algorithm?: 'fixed-window' | 'sliding-window' | 'token-bucket'
 }
 
 export interface SyncWorkerSync {
@@ -45,7 +47,7 @@ for await (const line of createInterface({ input: process.stdin })) {
     store = new HybridStore({ client, autoSync: false, onWarning: () => {} })
     limiter = createLimiter({
       store,
-      rules: { api: { algorithm: 'fixed-window', windows: [{ limit: setup.limit, period: '1h' }] } },
+      rules: { api: { algorithm: setup.algorithm ?? 'fixed-window', windows: [{ limit: setup.limit, period: '1h' }] } },
       onWarning: () => {},
     })
     answer({ ready: true })

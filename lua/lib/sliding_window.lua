@@ -222,6 +222,9 @@ local function sliding_window_module()
     local expires_at, count, previous = (index + 2) * period, 0, 0
     if raw then
       local n = #raw
+      if n < 5 then
+        return
+      end
       local size2, size3 = byte(raw, n - 1, n)
       size2, size3 = size2 - 48, size3 - 48
       if size2 < 1 or size2 > 9 or size3 < 1 or size3 > 9 or find(raw, ' ', 1, true) then

@@ -16,6 +16,8 @@ export interface HybridSyncCell {
    * - `floor-lua-set`: a script that only SETs each of its 500 keys KEEPTTL: one write per key in Lua
    */
   kind: 'one-redis' | 'cluster' | 'fleet' | 'floor-incrby' | 'floor-lua-set'
+  /** The keys' algorithm, one window each; a fixed window when not given (and in runs that did not say). */
+  algorithm?: SyncAlgorithm
   /** `first`: the keys are new to Redis; `next`: a later sync, the keys in Redis in the same window. */
   sync: 'first' | 'next' | undefined
   keys: number
@@ -33,6 +35,10 @@ export interface HybridSyncCell {
   rounds?: number
 }
 
+type SyncAlgorithm = NonNullable<SyncWorkerSetup['algorithm']>
+/** Beside the fixed window every other run uses, one process's syncs of the other counters. */
+const OTHER_ALGORITHMS: SyncAlgorithm[] = ['sliding-window', 'token-bucket']
+
 const CHUNK = 500
 const IN_FLIGHT = 4
 const FLEET_PROCESSES = 10
@@ -40,7 +46,7 @@ const FLEET_LIMIT = 15
 const FLEET_ROUNDS = 3
 
 export function hybridSyncUnits(_config: BenchConfig): number {
-  return 5
+  return 5 + OTHER_ALGORITHMS.length
 }
 
 function keysOf(config: BenchConfig): { one: number; fleet: number } {
@@ -88,14 +94,18 @@ async function twoSyncs(
   urls: string[],
   servers: Redis[],
   keys: number,
+  algorithm: SyncAlgorithm = 'fixed-window',
 ): Promise<HybridSyncCell[]> {
-  const [worker] = await workersOn([{ urls, cluster: kind === 'cluster', first: 0, keys, limit: 1_000_000 }])
+  // A limit never reached; a bucket's, one whose token takes minutes to refill, so that the units
+  // of every key are still owed when the sync comes and each key is written, as a window's is.
+  const limit = algorithm === 'token-bucket' ? 10 : 1_000_000
+  const [worker] = await workersOn([{ urls, cluster: kind === 'cluster', first: 0, keys, limit, algorithm }])
   const workers = [worker as LineChild]
   try {
     const cells: HybridSyncCell[] = []
     for (const sync of ['first', 'next'] as const) {
       const round = await roundOf(workers, servers)
-      cells.push({ kind, sync, processes: 1, masters: servers.length, ...round })
+      cells.push({ kind, algorithm, sync, processes: 1, masters: servers.length, ...round })
     }
     await ask(workers, 'close')
     return cells
@@ -162,7 +172,7 @@ function luaSetFloor(client: Redis, admin: Redis, keys: number): Promise<HybridS
 
 /**
  * A HybridStore's sync at scale: one process syncing a million keys to one Redis (its first sync
- * and its next), the floors beside it, the same on a 3-master Cluster, and a fleet of 10 processes
+ * and its next), the floors beside it, the same process on the other counters, the same on a 3-master Cluster, and a fleet of 10 processes
  * syncing the same 100,000 keys each, limited to FLEET_LIMIT, one decision per key per process
  * between syncs, so that some windows pass their limit and the units above it are counted.
  */
@@ -179,6 +189,11 @@ export async function measureHybridSync(context: MeasureContext): Promise<Hybrid
   await admin.flushall()
   cells.push(await incrbyFloor(client, admin, keys.one))
   cells.push(await luaSetFloor(client, admin, keys.one))
+  for (const algorithm of OTHER_ALGORITHMS) {
+    phase.tick(`one process, ${keys.one} keys, one Redis, ${algorithm}`)
+    await admin.flushall()
+    cells.push(...(await twoSyncs('one-redis', [redisUrl], [admin], keys.one, algorithm)))
+  }
   await admin.flushall()
   phase.tick(`${FLEET_PROCESSES} processes × ${keys.fleet} keys`)
 

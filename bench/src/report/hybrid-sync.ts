@@ -10,8 +10,13 @@ export const CLUSTER_SHARE = 1 / 3
 /** The sync interval capacity is given for: HybridStore's default. */
 const DEFAULT_INTERVAL_MS = 1_000
 
+const isFixedWindow = (cell: HybridSyncCell): boolean => (cell.algorithm ?? 'fixed-window') === 'fixed-window'
+
+/** A fixed window's cell: the runs every target and the capacity are read from. */
 const find = (results: BenchResults, kind: HybridSyncCell['kind'], sync?: HybridSyncCell['sync']) =>
-  results.hybridSync.find((cell) => cell.kind === kind && (sync === undefined || cell.sync === sync))
+  results.hybridSync.find(
+    (cell) => cell.kind === kind && isFixedWindow(cell) && (sync === undefined || cell.sync === sync),
+  )
 
 /** Redis CPU per key a Redis (a Cluster: its busiest master) carried, µs: its share of the keys, spread evenly by hash slot. */
 function redisPerKey(cell: HybridSyncCell): number {
@@ -32,7 +37,7 @@ export function capacityOf(cell: HybridSyncCell): { redis: number; process: numb
 function label(cell: HybridSyncCell): string {
   switch (cell.kind) {
     case 'one-redis':
-      return `one process, one Redis, ${cell.sync} sync`
+      return `one process, one Redis, ${cell.sync} sync${isFixedWindow(cell) ? '' : `, ${cell.algorithm}`}`
     case 'cluster':
       return `one process, ${cell.masters}-master Cluster, ${cell.sync} sync`
     case 'fleet':
@@ -58,7 +63,7 @@ export function hybridSyncSection(results: BenchResults): string {
   ])
   const parts = [
     '## 10. HybridStore sync at scale',
-    `A HybridStore process decides once on each of its keys (fixed window, one window, \`user:<n>\` identifiers), then syncs; the first sync finds the keys new to Redis, the next finds them there in the same window, as every sync after the first of a window does. "Redis µs per key" is the server's CPU (user and system, \`INFO cpu\`) over the sync ÷ keys; on a Cluster, the busiest master's ÷ its share of the keys. "Process µs per key" is the syncing processes' CPU (\`process.cpuUsage\`, every thread) ÷ keys. The floors run on the same Redis in the same run: a pipelined INCRBY per key (500 a pipeline, 4 pipelines in flight), the least a write of a key can cost, and a script that only SETs each of its 500 keys KEEPTTL, the least a key's write costs inside a script. The fleet's processes each decide on the same keys (limit ${integer(find(results, 'fleet')?.limit ?? 0)} per hour, one decision per key per process per sync) and sync all at once; its last column is the units the fleet's syncs pushed above the limit, from every process's \`SyncReport.overAdmitted\` since the start, against R·(2T + RTT)·(N−1)/N (docs/hybrid.md) per key with R = N units per sync period T and RTT ≈ 0: 2·(N−1) per key.`,
+    `A HybridStore process decides once on each of its keys (fixed window, one window, \`user:<n>\` identifiers), then syncs; the first sync finds the keys new to Redis, the next finds them there in the same window, as every sync after the first of a window does; the rows that name another algorithm run the same on its keys. "Redis µs per key" is the server's CPU (user and system, \`INFO cpu\`) over the sync ÷ keys; on a Cluster, the busiest master's ÷ its share of the keys. "Process µs per key" is the syncing processes' CPU (\`process.cpuUsage\`, every thread) ÷ keys. The floors run on the same Redis in the same run: a pipelined INCRBY per key (500 a pipeline, 4 pipelines in flight), the least a write of a key can cost, and a script that only SETs each of its 500 keys KEEPTTL, the least a key's write costs inside a script. The fleet's processes each decide on the same keys (limit ${integer(find(results, 'fleet')?.limit ?? 0)} per hour, one decision per key per process per sync) and sync all at once; its last column is the units the fleet's syncs pushed above the limit, from every process's \`SyncReport.overAdmitted\` since the start, against R·(2T + RTT)·(N−1)/N (docs/hybrid.md) per key with R = N units per sync period T and RTT ≈ 0: 2·(N−1) per key.`,
     table(
       ['run', 'keys', 'sync s', 'Redis µs per key', 'process µs per key', 'Redis × INCRBY floor', 'over the limit'],
       rows,
