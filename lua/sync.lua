@@ -98,7 +98,15 @@ while j <= size do
       after = '!units folded for a rule that is not a bucket'
     else
       -- A key or side key of another type fails its entry alone: it is read before anything is written.
-      local ok, added_over, added_after = pcall(rule.module.sync, name, raw, rule.windows, now, segments, s, folded, not raw)
+      -- Most keys push one segment to a rule of one window, which a counter may add in place.
+      local module, windows = rule.module, rule.windows
+      local ok, added_over, added_after = true, 0, nil
+      if copied == 2 and windows[2] == nil and module.sync_in_window then
+        ok, added_over, added_after = pcall(module.sync_in_window, name, raw, windows[1], now, segments[1], segments[2], not raw)
+      end
+      if ok and not added_after then
+        ok, added_over, added_after = pcall(module.sync, name, raw, windows, now, segments, s, folded, not raw)
+      end
       if ok then
         pushed_over, after = added_over, added_after
       else

@@ -167,6 +167,18 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept, 
   return value
 end
 
+-- A sync's compact `value` written in place (fixed_window.lua's and sliding_window.lua's case of
+-- one segment): over the value MGET read (`raw`), keeping its TTL, since the state still ends when
+-- it did; or, for a key MGET read as none, as a new key living `ttl` ms, unless one of another type
+-- is there, which GET then fails on with what it is.
+local function write_in_place(key, value, raw, ttl)
+  if raw then
+    call('SET', key, value, 'KEEPTTL')
+  elseif not call('SET', key, value, 'PX', ttl, 'NX') then
+    call('GET', key)
+  end
+end
+
 -- A sync's segments (`at, units, …`, each at clamped to now) added window by window by
 -- `add(k, at, units)`, which answers the units it pushed above window k's limit. A segment's
 -- units above a limit count once, however many of its windows they pass: returns their sum.

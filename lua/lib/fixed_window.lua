@@ -143,8 +143,9 @@ local function fixed_window_module()
   -- Most keys of a sync: one window, one segment admitted in now's window, and a compact value
   -- of that window or, `absent`, no key (MGET's nil). What the general sync below does for them,
   -- without its decoding, its closure and its writer, where most of a key's time in Lua went
-  -- (bench/README.md). Returns nothing for any other case, which the general sync takes.
-  local function sync_in_window(key, raw, w, now, at, units, absent)
+  -- (bench/README.md). Returns nothing for any other case, which sync.lua then gives the general
+  -- sync.
+  function module.sync_in_window(key, raw, w, now, at, units, absent)
     local period = w.period
     local ends_at = now - now % period + period
     if min(at, now) < ends_at - period then
@@ -167,12 +168,7 @@ local function fixed_window_module()
     end
     local b = fmt(counted)
     local value = fmt(ends_at) .. b .. LENGTH_DIGITS[#b]
-    if raw then
-      call('SET', key, value, 'KEEPTTL')
-    elseif not call('SET', key, value, 'PX', ends_at - now, 'NX') then
-      -- A key of another type, which MGET read as none: GET fails with what it is.
-      call('GET', key)
-    end
+    write_in_place(key, value, raw, ends_at - now)
     return pushed_above(units, counted, w.limit), value
   end
 
@@ -186,12 +182,6 @@ local function fixed_window_module()
   -- bucket's `folded`, is never set for a fixed window. Returns the units pushed above a limit, in
   -- the order Redis applied them, and the value the key holds after ('' for none).
   function module.sync(key, raw, windows, now, segments, s, _, absent)
-    if #windows == 1 and segments[3] == nil and segments[1] then
-      local pushed_over, value = sync_in_window(key, raw, windows[1], now, segments[1], segments[2], absent)
-      if value then
-        return pushed_over, value
-      end
-    end
     -- A compact value's first field is the key's expiry: a write that keeps it keeps the TTL.
     local kept = parse_counter(raw, windows, s, 0, 2, legacy)
     local side

@@ -208,8 +208,8 @@ local function sliding_window_module()
   -- Most keys of a sync: one window, one segment of units admitted in now's window, which the key
   -- counts in already (a compact value) or, `absent`, no key (MGET's nil). What the general sync
   -- below does for them, without its decoding, its closure and its writer (as fixed_window.lua's).
-  -- Returns nothing for any other case, which the general sync takes.
-  local function sync_in_window(key, raw, w, now, at, units, absent)
+  -- Returns nothing for any other case, which sync.lua then gives the general sync.
+  function module.sync_in_window(key, raw, w, now, at, units, absent)
     if units <= 0 then
       return
     end
@@ -246,12 +246,7 @@ local function sliding_window_module()
     end
     local b, c = fmt(count), fmt(previous)
     local value = fmt(expires_at) .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
-    if raw then
-      call('SET', key, value, 'KEEPTTL')
-    elseif not call('SET', key, value, 'PX', expires_at - now, 'NX') then
-      -- A key of another type, which MGET read as none: GET fails with what it is.
-      call('GET', key)
-    end
+    write_in_place(key, value, raw, expires_at - now)
     return pushed_above(units, count + weighted(period, index, at, previous), w.limit), value
   end
 
@@ -262,12 +257,6 @@ local function sliding_window_module()
   -- it. Returns the units pushed above a limit, the previous count weighed as of each segment's
   -- time, and the value the key holds after ('' for none).
   function module.sync(key, raw, windows, now, segments, s, _, absent)
-    if #windows == 1 and segments[3] == nil and segments[1] then
-      local pushed_over, value = sync_in_window(key, raw, windows[1], now, segments[1], segments[2], absent)
-      if value then
-        return pushed_over, value
-      end
-    end
     -- A compact value's first field is the key's expiry: a write that keeps it keeps the TTL.
     local kept = parse_counter(raw, windows, s, 0, 3, legacy)
     local moved = false
