@@ -69,16 +69,12 @@ while j <= size do
     rule = rule_of(item)
     j = j + 1
   else
-    entry = entry + 1
-    local name, raw = KEYS[first + entry - 1], values[entry]
-    local count = type(item) == 'number' and item or -1
-    local folded = count < 0
-    if folded then
-      count = -count
-    end
-    if count % 1 ~= 0 or j + count > size then
+    if type(item) ~= 'number' or item % 1 ~= 0 or j + math.abs(item) > size then
       error('the sync entry at item ' .. j .. ' does not hold its count of numbers: ' .. tostring(item))
     end
+    entry = entry + 1
+    local name, raw = KEYS[first + entry - 1], values[entry]
+    local folded, count = item < 0, math.abs(item)
     -- The entry's numbers, copied into the one table every module reads segments from.
     local copied = ran_before and 0 or count
     for x = 1, copied do
@@ -102,7 +98,7 @@ while j <= size do
       local module, windows = rule.module, rule.windows
       local ok, added_over, added_after = true, 0, nil
       if copied == 2 and windows[2] == nil and module.sync_in_window then
-        ok, added_over, added_after = pcall(module.sync_in_window, name, raw, windows[1], now, segments[1], segments[2], not raw)
+        ok, added_over, added_after = pcall(module.sync_in_window, name, raw, windows[1], now, segments[1], segments[2])
       end
       if ok and not added_after then
         ok, added_over, added_after = pcall(module.sync, name, raw, windows, now, segments, s, folded, not raw)

@@ -6,6 +6,7 @@ import { createLimiter, HybridStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import type { Decider } from './contenders/contender.js'
 import { contenderById } from './contenders/index.js'
+import { deciderOf } from './contenders/tollgate.js'
 
 export interface FleetRun {
   id: string
@@ -39,15 +40,7 @@ async function strictDecider(run: FleetRun): Promise<Decider & { waited(): numbe
     rules: { r: { algorithm: 'fixed-window', windows: [{ limit: run.limit, period: run.periodMs }] } },
     onWarning: () => {},
   })
-  return {
-    async decide(identifiers) {
-      const decision = await limiter.consume('r', identifiers)
-      if (decision.error) throw decision.error
-      return decision.allowed
-    },
-    waited: () => store.stats().leaseRoundTrips,
-    teardown: () => limiter.close(),
-  }
+  return { ...deciderOf(limiter), waited: () => store.stats().leaseRoundTrips }
 }
 
 for await (const line of createInterface({ input: process.stdin })) {

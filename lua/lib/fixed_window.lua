@@ -141,11 +141,11 @@ local function fixed_window_module()
   end
 
   -- Most keys of a sync: one window, one segment admitted in now's window, and a compact value
-  -- of that window or, `absent`, no key (MGET's nil). What the general sync below does for them,
+  -- of that window or no key (`raw` nil: MGET's answer for none, or for a key of another type). What the general sync below does for them,
   -- without its decoding, its closure and its writer, where most of a key's time in Lua went
   -- (bench/README.md). Returns nothing for any other case, which sync.lua then gives the general
   -- sync.
-  function module.sync_in_window(key, raw, w, now, at, units, absent)
+  function module.sync_in_window(key, raw, w, now, at, units)
     local period = w.period
     local ends_at = now - now % period + period
     if min(at, now) < ends_at - period then
@@ -159,8 +159,6 @@ local function fixed_window_module()
         return
       end
       count = tonumber(sub(raw, n - size, n - 1))
-    elseif not absent then
-      return
     end
     local counted = count + units
     if not (counted > 0 and counted <= MAX_PACKED and counted % 1 == 0) then

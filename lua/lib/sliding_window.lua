@@ -206,10 +206,10 @@ local function sliding_window_module()
   end
 
   -- Most keys of a sync: one window, one segment of units admitted in now's window, which the key
-  -- counts in already (a compact value) or, `absent`, no key (MGET's nil). What the general sync
+  -- counts in already (a compact value) or no key (`raw` nil, as MGET answers). What the general sync
   -- below does for them, without its decoding, its closure and its writer (as fixed_window.lua's).
   -- Returns nothing for any other case, which sync.lua then gives the general sync.
-  function module.sync_in_window(key, raw, w, now, at, units, absent)
+  function module.sync_in_window(key, raw, w, now, at, units)
     if units <= 0 then
       return
     end
@@ -237,8 +237,6 @@ local function sliding_window_module()
         return
       end
       previous = tonumber(sub(raw, stop + 1, n - 2))
-    elseif not absent then
-      return
     end
     count = count + units
     if not previous or count > MAX_PACKED or count % 1 ~= 0 then

@@ -116,6 +116,8 @@ describe('Redis scripts, the inputs they share', () => {
       client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', `["fw 10 60000",1.5,${now},3]`),
       // An entry that is neither a count nor a rule's text.
       client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', `["fw 10 60000",[${now},3]]`),
+      // The same with entries after it, which must not be read as its numbers.
+      client.eval(syncScript.lua, 1, 'inputs:{count}:fw', String(now), '', '', `["fw 10 60000",[${now},3],2,${now},3]`),
     ]
     for (const call of calls) await expect(call).rejects.toThrow('does not hold its count of numbers')
     await expect(

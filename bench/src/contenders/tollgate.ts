@@ -4,6 +4,7 @@ import {
   type AlgorithmName,
   createLimiter,
   HybridStore,
+  type Limiter,
   MemoryStore,
   RedisStore,
   type Store,
@@ -24,14 +25,8 @@ export function windowsOf(options: Pick<SetupOptions, 'shape' | 'limit' | 'perio
   return [first, { limit: Math.max(1, Math.ceil(options.limit / 10)), period: Math.max(1_000, options.periodMs / 60) }]
 }
 
-/** A limiter of one rule on `store`, deciding as a contender does; its teardown closes the store. */
-function deciderOn(store: Store, algorithm: AlgorithmName, options: SetupOptions): Decider {
-  const limiter = createLimiter({
-    store,
-    rules: { r: { algorithm, windows: windowsOf(options) } },
-    storeTimeoutMs: STORE_TIMEOUT_MS,
-    onWarning: () => {},
-  })
+/** Decisions on the limiter's rule `r`, as every Tollgate process of the bench makes them; its teardown closes the limiter and its store. */
+export function deciderOf(limiter: Limiter): Decider {
   return {
     async decide(identifiers) {
       const decision = await limiter.consume('r', identifiers)
@@ -40,6 +35,18 @@ function deciderOn(store: Store, algorithm: AlgorithmName, options: SetupOptions
     },
     teardown: () => limiter.close(),
   }
+}
+
+/** A limiter of one rule on `store`, deciding as a contender does. */
+function deciderOn(store: Store, algorithm: AlgorithmName, options: SetupOptions): Decider {
+  return deciderOf(
+    createLimiter({
+      store,
+      rules: { r: { algorithm, windows: windowsOf(options) } },
+      storeTimeoutMs: STORE_TIMEOUT_MS,
+      onWarning: () => {},
+    }),
+  )
 }
 
 function tollgate(store: StoreKind, algorithm: AlgorithmName): Contender {
