@@ -81,7 +81,7 @@ export type { BreakerChange, BreakerState, CircuitBreakerOptions } from './store
 export type { DecisionObserver, StoreErrorKind } from './store-calls/decision-observer.js'
 export { STORE_ERROR_KINDS } from './store-calls/decision-observer.js'
 export type { DecisionOptions, ResetOptions } from './store-calls/decision-options.js'
-export { MAX_IDENTIFIERS, targetsOf } from './store-calls/decision-plan.js'
+export { MAX_IDENTIFIERS } from './store-calls/decision-plan.js'
 export type { BacklogOptions } from './store-calls/store-backlog.js'
 export type { LimiterEvents } from './store-calls/store-caller.js'
 export type { HybridStoreEvents } from './stores/hybrid/hybrid-store.js'
@@ -99,6 +99,7 @@ export type { MemoryStoreOptions } from './stores/memory/memory-store.js'
 export { MemoryStore } from './stores/memory/memory-store.js'
 export type { RedisStoreOptions } from './stores/redis/options.js'
 export { RedisStore } from './stores/redis/redis-store.js'
+export { targetsOf } from './stores/shared/decision-targets.js'
 export { decodeLockoutState } from './stores/shared/lockout-text.js'
 export type {
   ReplyWatch,

@@ -11,9 +11,10 @@ import {
   type ResetOptions,
   resetsParents,
 } from '../store-calls/decision-options.js'
-import { type Identifiers, identifiersOf, planOf, ruleOf, targetsOf } from '../store-calls/decision-plan.js'
+import { identifiersOf, planOf, ruleOf } from '../store-calls/decision-plan.js'
 import { type LimiterEvents, StoreCaller } from '../store-calls/store-caller.js'
 import { MemoryStore } from '../stores/memory/memory-store.js'
+import { type Identifiers, targetsOf } from '../stores/shared/decision-targets.js'
 import type { Store, StoreOperation } from '../stores/store.js'
 import { TollgateConfigError, TollgateError } from '../support/errors.js'
 import { CONSUME_NOW, type ConsumeNow, promised } from './consume-now.js'

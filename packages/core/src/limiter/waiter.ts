@@ -1,5 +1,5 @@
 import type { Decision } from '../rules/decision.js'
-import type { Identifiers } from '../store-calls/decision-plan.js'
+import type { Identifiers } from '../stores/shared/decision-targets.js'
 import { waitAbortedError } from './wait-errors.js'
 import type { WaitSettings } from './wait-options.js'
 

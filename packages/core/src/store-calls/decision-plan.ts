@@ -1,9 +1,10 @@
-import { chargesIdentifier, EVERYONE } from '../rules/charged-by.js'
 import type { Decision, WindowState } from '../rules/decision.js'
 import { validateIdentifier } from '../rules/keys.js'
 import type { Rule } from '../rules/rules.js'
 import { isStateOf } from '../rules/state-name.js'
 import type { StoreErrorPolicy } from '../rules/store-error-policy.js'
+import { type Identifiers, targetsOf } from '../stores/shared/decision-targets.js'
+import type { LocalCall } from '../stores/shared/local-decision.js'
 import type { StoreOperation, StoreRequest, StoreResult, StoreTarget } from '../stores/store.js'
 import { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from '../support/errors.js'
 import type { CallSettings } from './decision-options.js'
@@ -12,14 +13,11 @@ import type { CallSettings } from './decision-options.js'
 export const MAX_IDENTIFIERS = 8
 
 /** One call's decision, resolved before any I/O. */
-export interface DecisionPlan {
-  readonly rule: Rule
-  readonly request: StoreRequest
-  readonly cost: number
-  /** Whether a refusal is answered as allowed, reason `dry-run`: the call's, else the rule's, else the limiter's. */
-  readonly dryRun: boolean
+export interface DecisionPlan extends LocalCall {
   readonly policy: StoreErrorPolicy
   readonly storeTimeoutMs: number
+  /** What a store that is asked with a request gets (requestOf), made when first needed: a decision made in the process needs none. */
+  request: StoreRequest | undefined
 }
 
 /** The limiter's own settings a plan falls back on. */
@@ -39,25 +37,31 @@ export function planOf(
   call: CallSettings,
   limiter: PlanDefaults,
 ): DecisionPlan {
-  const { cost } = call
   const dryRun = call.dryRun ?? rule.dryRun ?? limiter.dryRun
-  // A decision in dry run never refuses, so blocks neither refuse it nor count it; a refund gives back, whatever blocks.
-  const targets = targetsOf(rule.chain, identifiers, {
-    blocks: !dryRun && (operation === 'consume' || operation === 'peek'),
-  })
-  // A request carries a random number only when it can shed: without lowBurst, nothing changes.
-  const request: StoreRequest =
-    limiter.shedding?.has(rule) && (operation === 'consume' || operation === 'peek')
-      ? { operation, targets, cost, random: randomOf(limiter.random) }
-      : { operation, targets, cost }
+  const enforcing = operation === 'consume' || operation === 'peek'
   return {
     rule,
-    request,
-    cost,
+    operation,
+    identifiers,
+    cost: call.cost,
+    // A request carries a random number only when it can shed: without lowBurst, nothing changes.
+    random: enforcing && limiter.shedding?.has(rule) ? randomOf(limiter.random) : undefined,
+    // A decision in dry run never refuses, so blocks neither refuse it nor count it; a refund gives back, whatever blocks.
+    blocks: !dryRun && enforcing,
     dryRun,
     policy: call.onStoreError ?? rule.onStoreError ?? limiter.onStoreError,
     storeTimeoutMs: call.storeTimeoutMs,
+    request: undefined,
   }
+}
+
+/** The plan's request to a store, made once. Throws when a rule of the chain charges none of the identifiers. */
+export function requestOf(plan: DecisionPlan): StoreRequest {
+  if (plan.request !== undefined) return plan.request
+  const { operation, cost, random } = plan
+  const targets = targetsOf(plan.rule.chain, plan.identifiers, { blocks: plan.blocks })
+  plan.request = random === undefined ? { operation, targets, cost } : { operation, targets, cost, random }
+  return plan.request
 }
 
 function randomOf(random: () => number): number {
@@ -80,9 +84,6 @@ export function ruleOf(rules: ReadonlyMap<string, Rule>, name: string): Rule {
   }
   return rule
 }
-
-/** A call's identifiers: one as given, without an array made around it, or several. */
-export type Identifiers = string | readonly string[]
 
 export function identifiersOf(identifiers: unknown): Identifiers {
   if (typeof identifiers === 'string') return validateIdentifier(identifiers)
@@ -110,64 +111,12 @@ export function identifiersOf(identifiers: unknown): Identifiers {
 }
 
 /**
- * One target per rule and identifier it charges (a rule's `by`: those of its kinds, or one shared
- * by everyone), in rule order, then identifier order. A target names the state of the rule's
- * windows, or of an override's for that identifier (`stateName`: its name and its shape's digest).
- */
-export function targetsOf(
-  rules: readonly Rule[],
-  identifiers: Identifiers,
-  /** `blocks`: targets carry their rule's block (StoreTarget.block), for a decision that enforces it. */
-  { blocks = false }: { blocks?: boolean } = {},
-): StoreTarget[] {
-  const one = typeof identifiers === 'string'
-  const count = one ? 1 : identifiers.length
-  // Sized up front (a rule charged on some kinds leaves it shorter): the first push into an
-  // empty array reserves room for 17.
-  const targets: StoreTarget[] = new Array(rules.length * count)
-  let t = 0
-  for (const link of rules) {
-    const { by } = link
-    if (by !== undefined && by.length === 0) {
-      targets[t++] = targetOf(link, EVERYONE, blocks)
-      continue
-    }
-    const first = t
-    for (let i = 0; i < count; i++) {
-      const identifier = one ? identifiers : (identifiers[i] as string)
-      if (by === undefined || chargesIdentifier(by, identifier)) targets[t++] = targetOf(link, identifier, blocks)
-    }
-    if (t === first) throw unchargeable(link, identifiers)
-  }
-  targets.length = t
-  return targets
-}
-
-function targetOf(link: Rule, identifier: string, blocks: boolean): StoreTarget {
-  const override = link.overrides?.of(identifier)
-  const rule = override === undefined ? link.stateName : override.stateName
-  const windows = override === undefined ? link.windows : override.windows
-  // Made whole at once: an object spread into another costs a decision more than the rest of it.
-  return blocks && link.block !== undefined
-    ? { rule, algorithm: link.algorithm, windows, identifier, block: link.block }
-    : { rule, algorithm: link.algorithm, windows, identifier }
-}
-
-function unchargeable(link: Rule, identifiers: Identifiers): TollgateArgumentError {
-  const given = typeof identifiers === 'string' ? [identifiers] : identifiers
-  const kinds = (link.by as readonly string[]).map((kind) => `'${kind}'`).join(' or ')
-  return new TollgateArgumentError(
-    `rule '${link.name}' is charged on identifiers of kind ${kinds}, and the decision gives none: ${given.map((id) => describeValue(id)).join(', ')}`,
-  )
-}
-
-/**
  * The decision a store's answer makes. Throws TG_STORE for an answer that does not fit the plan,
  * which is then the store's failure.
  */
 export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
   const { allowed, nowMs } = result
-  const { targets } = plan.request
+  const { targets } = requestOf(plan)
   const windows: WindowState[] = new Array(result.windows.length)
   const { chain } = plan.rule
   // Targets come rule by rule, each rule's together (targetsOf); a target holds the state name of

@@ -4,11 +4,13 @@ import type { Decision } from '../rules/decision.js'
 import { KeyBuilder } from '../rules/keys.js'
 import type { WarningHandler } from '../rules/rules.js'
 import { storeFailureDecision } from '../rules/store-error-policy.js'
+import { fillTargets, type TargetSlot } from '../stores/shared/decision-targets.js'
 import { LocalCounts } from '../stores/shared/local-counts.js'
+import { DECIDES_IN_PROCESS, type DecidesInProcess } from '../stores/shared/local-decision.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from '../stores/store.js'
 import { TollgateError } from '../support/errors.js'
 import { type BreakerChange, type BreakerSettings, CircuitBreaker } from './circuit-breaker.js'
-import { type DecisionPlan, decisionOf, fallbackDecisionOf } from './decision-plan.js'
+import { type DecisionPlan, decisionOf, fallbackDecisionOf, requestOf } from './decision-plan.js'
 import { FailOpenNotice } from './fail-open-notice.js'
 import { NOT_OBSERVED, Observers, TIMED } from './observers.js'
 import { type CallSettler, PendingDecision, PendingReset, type QueuedDecision } from './pending-calls.js'
@@ -42,6 +44,8 @@ export class StoreCaller implements CallSettler {
   readonly observers = new Observers()
   private readonly breaker: CircuitBreaker
   private readonly notice: FailOpenNotice
+  /** The store's own one-pass decision, when it is a store of this copy of core that decides in the process. */
+  private readonly inProcess: DecidesInProcess | undefined
   private readonly evaluateSync: ((request: StoreRequest) => StoreResult | undefined) | undefined
   private readonly evaluateInto: Store['evaluateInto']
   private readonly recentError: (() => Error | undefined) | undefined
@@ -69,6 +73,7 @@ export class StoreCaller implements CallSettler {
       events.emit('breaker', change)
     })
     this.notice = new FailOpenNotice(warn, () => events.listenerCount('store-error') > 0)
+    this.inProcess = DECIDES_IN_PROCESS in store ? (store as Store & DecidesInProcess) : undefined
     this.evaluateSync = store.evaluateSync?.bind(store)
     this.evaluateInto = store.evaluateInto?.bind(store)
     this.recentError = store.recentError?.bind(store)
@@ -91,17 +96,21 @@ export class StoreCaller implements CallSettler {
    * promise. Never throws.
    */
   decide(plan: DecisionPlan): Decision | Promise<Decision> {
-    const { evaluateSync } = this
     let observed = this.observers.state
-    if (observed === TIMED) observed = this.observers.startTiming(plan.request.operation)
+    if (observed === TIMED) observed = this.observers.startTiming(plan.operation)
     // An in-process store answers at once: no timer, no breaker, no promise.
-    if (evaluateSync !== undefined) {
+    if (this.inProcess !== undefined || this.evaluateSync !== undefined) {
       try {
-        const decision = this.decideInProcess(plan, evaluateSync)
+        const decision = this.decideInProcess(plan)
         if (decision !== undefined) return this.delivered(plan, decision, observed)
       } catch (error) {
         return Promise.reject(error)
       }
+    }
+    try {
+      requestOf(plan)
+    } catch (error) {
+      return Promise.reject(error)
     }
     if (this.waiting >= this.backlog.max && this.breaker.current === 'closed') {
       if (this.backlog.whenFull === 'refuse') {
@@ -143,7 +152,7 @@ export class StoreCaller implements CallSettler {
       plan.storeTimeoutMs,
       new PendingDecision(this, plan, resolve, reject, observed),
     )
-    const { request } = plan
+    const request = requestOf(plan)
     try {
       if (this.evaluateInto) this.evaluateInto(request, wait)
       else {
@@ -220,7 +229,7 @@ export class StoreCaller implements CallSettler {
    * `startedAt` when a timed decision that waited for its store began.
    */
   delivered(plan: DecisionPlan, decision: Decision, observed: number, startedAt?: number): Decision {
-    if (observed !== NOT_OBSERVED) this.observers.end(plan.rule, decision, plan.request.operation, observed, startedAt)
+    if (observed !== NOT_OBSERVED) this.observers.end(plan.rule, decision, plan.operation, observed, startedAt)
     return decision
   }
 
@@ -278,14 +287,25 @@ export class StoreCaller implements CallSettler {
     })
   }
 
-  /** The decision of a store that keeps its state in the process; undefined when it needs the shared store. */
-  private decideInProcess(
-    plan: DecisionPlan,
-    evaluateSync: (request: StoreRequest) => StoreResult | undefined,
-  ): Decision | undefined {
+  /**
+   * The decision of a store that keeps its state in the process; undefined when it needs the
+   * shared store. Throws only for a call the plan cannot make (a rule charging none of its
+   * identifiers); the store's own failure is the decision of the plan's policy.
+   */
+  private decideInProcess(plan: DecisionPlan): Decision | undefined {
+    const { inProcess } = this
+    if (inProcess !== undefined) {
+      const count = fillTargets(plan.rule.chain, plan.identifiers, plan.blocks, targets)
+      try {
+        return inProcess[DECIDES_IN_PROCESS](plan, targets, count)
+      } catch (cause) {
+        return this.failureDecision(plan, cause, false)
+      }
+    }
+    const request = requestOf(plan)
     let result: StoreResult | undefined
     try {
-      result = evaluateSync(plan.request)
+      result = (this.evaluateSync as NonNullable<StoreCaller['evaluateSync']>)(request)
     } catch (cause) {
       return this.failureDecision(plan, cause, false)
     }
@@ -306,11 +326,11 @@ export class StoreCaller implements CallSettler {
 
   private decisionWithoutStore(plan: DecisionPlan, error: TollgateError): Decision {
     // A write that gives back or settles: no policy stands in for it.
-    if (plan.request.operation === 'refund' || plan.request.operation === 'charge') throw error
+    if (plan.operation === 'refund' || plan.operation === 'charge') throw error
     const { policy } = plan
     if (policy === 'local') {
       this.localCounts ??= new LocalCounts(1, LOCAL_KEYS)
-      return fallbackDecisionOf(plan, this.localCounts.evaluateTargets(plan.request, localKeyOf, Date.now()), error)
+      return fallbackDecisionOf(plan, this.localCounts.evaluateTargets(requestOf(plan), localKeyOf, Date.now()), error)
     }
     if (policy === 'allow' && isStoreDown(error)) this.notice.decidedWithoutStore(error)
     return storeFailureDecision(plan.rule.name, plan.cost, policy, error)
@@ -325,6 +345,12 @@ export class StoreCaller implements CallSettler {
     this.localCounts = undefined
   }
 }
+
+/**
+ * The targets of the decision being made in the process, written in place by each one: it runs
+ * to its end before another begins.
+ */
+const targets: TargetSlot[] = []
 
 /** The most keys the `'local'` policy counts, as many as a MemoryStore holds by default. */
 const LOCAL_KEYS = 1_000_000

@@ -39,7 +39,9 @@ export class MemoryLockouts implements LockoutTable {
     // Moved to the end: the order is the order of last writes, the oldest first to go.
     this.kept.delete(name)
     if (this.kept.size >= this.maxKeys) this.kept.delete(this.kept.keys().next().value as string)
-    this.kept.set(name, { state, expiresAt, target })
+    // Copied: a decision made in the process passes targets it reuses for the next one.
+    const { rule, algorithm, identifier } = target
+    this.kept.set(name, { state, expiresAt, target: { rule, algorithm, identifier } })
   }
 
   /** Lifts the targets' blocks and forgets their refusals: `limiter.reset`. */

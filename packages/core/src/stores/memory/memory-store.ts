@@ -1,11 +1,14 @@
+import type { Decision } from '../../rules/decision.js'
 import { encodeKeyPart, KeyBuilder, MAX_RAW_PART_LENGTH } from '../../rules/keys.js'
 import type { AlgorithmName } from '../../rules/rules.js'
 import { type Clock, clockOption, systemClock, timeFrom } from '../../support/clock.js'
 import { describeValue, TollgateConfigError } from '../../support/errors.js'
 import { checkOptionsObject, optionKeys } from '../../support/option-objects.js'
 import { MAX_TIMER_MS } from '../../support/timer-delay.js'
-import { evaluateLocally, type StateTable } from '../shared/evaluate-locally.js'
-import type { Store, StoreRequest, StoreResult, StoreTarget } from '../store.js'
+import type { TargetSlot } from '../shared/decision-targets.js'
+import { decideLocally, evaluateLocally, type StateTable } from '../shared/evaluate-locally.js'
+import { DECIDES_IN_PROCESS, type DecidesInProcess, type LocalCall, localDecisionOf } from '../shared/local-decision.js'
+import type { Store, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 import { EvictionRing, type RingEntry } from './eviction-ring.js'
 import { MemoryLockouts } from './lockouts.js'
 
@@ -105,7 +108,7 @@ const OPTION_KEYS = optionKeys<MemoryStoreOptions>({ clock: true, maxKeys: true,
 export const SWEEP_SLICE = 10_000
 
 /** The embedded, in-process store: the default when no store is given. One process only. */
-export class MemoryStore implements Store {
+export class MemoryStore implements Store, DecidesInProcess {
   /** By rule name. */
   private readonly statesByRule = new Map<string, RuleStates>()
   private readonly ring = new EvictionRing<Entry>()
@@ -123,6 +126,8 @@ export class MemoryStore implements Store {
    * another begins) rather than allocated for each; evaluateLocally reads as many as it has targets.
    */
   private entries: Entry[] = []
+  /** Each decision's answers, one per window, reused as `entries` is: the decision copies them out. */
+  private answers: StoreWindowResult[] = []
   /** The states the last target was found in (statesOf). */
   private lastStates: RuleStates | undefined
 
@@ -222,17 +227,35 @@ export class MemoryStore implements Store {
 
   evaluateSync(request: StoreRequest): StoreResult {
     const now = timeFrom(this.clock, 'MemoryStore')
-    const { targets } = request
+    return evaluateLocally(
+      this.table,
+      this.entriesOf(request.targets, request.targets.length),
+      request,
+      now,
+      this.lockouts,
+    )
+  }
+
+  [DECIDES_IN_PROCESS](call: LocalCall, targets: readonly TargetSlot[], count: number): Decision {
+    const now = timeFrom(this.clock, 'MemoryStore')
+    const entries = this.entriesOf(targets, count)
+    const { answers } = this
+    const bits = decideLocally(this.table, entries, call, targets, count, now, answers, this.lockouts)
+    return localDecisionOf(call, targets, count, bits, now, answers)
+  }
+
+  /** The entries of the first `count` targets, found by rule, then identifier. */
+  private entriesOf(targets: readonly StoreTarget[], count: number): Entry[] {
     let { entries } = this
-    if (entries.length < targets.length) {
-      entries = new Array(targets.length)
+    if (entries.length < count) {
+      entries = new Array(count)
       this.entries = entries
     }
-    for (let t = 0; t < targets.length; t++) {
+    for (let t = 0; t < count; t++) {
       const { rule, algorithm, identifier } = targets[t] as StoreTarget
       entries[t] = this.statesOf(rule, algorithm).entryOf(identifier)
     }
-    return evaluateLocally(this.table, entries, request, now, this.lockouts)
+    return entries
   }
 
   reset(targets: readonly StoreTarget[]): Promise<void> {

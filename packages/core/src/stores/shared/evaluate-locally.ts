@@ -1,7 +1,7 @@
 import { CLAMPED, LIMITED, SHEDS } from '../../algorithms/algorithm.js'
 import { algorithms } from '../../algorithms/index.js'
 import { afterRefusal, blockedUntil, type LockoutState, lockoutExpiresAt } from '../../algorithms/lockout.js'
-import type { StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
+import type { StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 
 /** In-process state: what a local store keeps per key (a key string, or whatever the store finds its state by). */
 export interface StateTable<Key = string> {
@@ -24,53 +24,68 @@ export interface LockoutTable {
  */
 let states: unknown[] = []
 
+/** What `decideLocally` answers besides its windows' answers: bits. */
+export const ALLOWED = 1
+/** …every window fitted, but the decision was shed. */
+export const SHED = 2
+/** …a target's block refused it. */
+export const BLOCKED = 4
+
+/** What a decision made in the process asks of its targets. */
+export interface LocalAsk {
+  readonly operation: StoreOperation
+  readonly cost: number
+  /** The decision's random number, when it can shed. */
+  readonly random?: number | undefined
+}
+
 /**
  * The all-or-nothing decision over in-process state: the same steps, in the same order, as
  * `lua/decide.lua`. Synchronous, so no other decision can interleave with it. Each target's
- * algorithm is asked twice, `read` and `settle`, whatever its windows.
+ * algorithm is asked twice, `read` and `settle`, whatever its windows. Each window's answer goes
+ * into `windows`, targets in order, windows in rule order; the bits ALLOWED, SHED, BLOCKED.
+ * `count`: how many of `targets` (and `keys`) are the decision's, where a store reuses them.
  */
-export function evaluateLocally<Key>(
+export function decideLocally<Key>(
   table: StateTable<Key>,
   keys: readonly Key[],
-  request: StoreRequest,
+  ask: LocalAsk,
+  targets: readonly StoreTarget[],
+  count: number,
   now: number,
+  windows: StoreWindowResult[],
   /** The store's blocks; without it, targets' `block` is not enforced (an outage's local counts). */
   lockouts?: LockoutTable,
-): StoreResult {
-  const { operation, targets, cost } = request
+): number {
+  const { operation, cost } = ask
   const refund = operation === 'refund'
   // Charged whether it fits or not (a reservation settled above its estimate): allowed, as a refund is.
   const forced = refund || operation === 'charge'
   // Only a decision that can shed carries a random number: one that refunds or charges never does.
-  const random = forced ? undefined : request.random
-  const count = targets.length
+  const random = forced ? undefined : ask.random
   // Plain loops, no closures: this is the whole cost of an in-process decision.
   if (states.length < count) states = new Array(count)
   // A state a faster clock stamped after now is moved back to now, and written even if nothing
   // is charged: otherwise it would hold this clock back for as long as the clocks disagree.
   let clamped: boolean[] | undefined
   let found = 0
-  let windowCount = 0
   for (let t = 0; t < count; t++) {
-    const { algorithm, windows } = targets[t] as StoreTarget
+    const { algorithm, windows: its } = targets[t] as StoreTarget
     const state = table.get(keys[t] as Key, now)
     states[t] = state
-    const bits = algorithms[algorithm].read(state, windows, now, cost, random)
+    const bits = algorithms[algorithm].read(state, its, now, cost, random)
     if ((bits & CLAMPED) !== 0) {
       clamped ??= []
       clamped[t] = true
     }
     found |= bits
-    windowCount += windows.length
   }
   // A block in force refuses before the windows are asked anything more.
-  const blocked = lockouts !== undefined && !forced && blockedTarget(lockouts, targets, now)
+  const blocked = lockouts !== undefined && !forced && blockedTarget(lockouts, targets, count, now)
   // Only a decision that fits may be shed: one that does not is limited, whatever the draw.
   const allowed = forced || ((found & LIMITED) === 0 && !blocked)
   const shed = allowed && (found & SHEDS) !== 0
   const delta = cost === 0 || shed ? 0 : refund ? -1 : operation !== 'peek' && allowed ? 1 : 0
-  // Sized up front: the first push into an empty array reserves room for 17.
-  const windows: StoreWindowResult[] = new Array(windowCount)
   let w = 0
   for (let t = 0; t < count; t++) {
     const target = targets[t] as StoreTarget
@@ -85,15 +100,35 @@ export function evaluateLocally<Key>(
       else table.delete(keys[t] as Key)
     }
   }
-  if (shed) return { allowed: false, shed, nowMs: now, windows }
+  if (shed) return SHED
   if (lockouts !== undefined && !allowed && (blocked || operation === 'consume')) {
-    if (settleLockouts(lockouts, targets, windows, now, blocked)) return { allowed, blocked: true, nowMs: now, windows }
+    if (settleLockouts(lockouts, targets, count, windows, now, blocked)) return BLOCKED
   }
-  return { allowed, nowMs: now, windows }
+  return allowed ? ALLOWED : 0
 }
 
-function blockedTarget(lockouts: LockoutTable, targets: readonly StoreTarget[], now: number): boolean {
-  for (const target of targets) {
+/** `decideLocally`'s answer to a store's request, as a StoreResult. */
+export function evaluateLocally<Key>(
+  table: StateTable<Key>,
+  keys: readonly Key[],
+  request: StoreRequest,
+  now: number,
+  lockouts?: LockoutTable,
+): StoreResult {
+  const { targets } = request
+  let windowCount = 0
+  for (const target of targets) windowCount += target.windows.length
+  // Sized up front: the first push into an empty array reserves room for 17.
+  const windows: StoreWindowResult[] = new Array(windowCount)
+  const bits = decideLocally(table, keys, request, targets, targets.length, now, windows, lockouts)
+  if (bits === SHED) return { allowed: false, shed: true, nowMs: now, windows }
+  if (bits === BLOCKED) return { allowed: false, blocked: true, nowMs: now, windows }
+  return { allowed: bits === ALLOWED, nowMs: now, windows }
+}
+
+function blockedTarget(lockouts: LockoutTable, targets: readonly StoreTarget[], count: number, now: number): boolean {
+  for (let t = 0; t < count; t++) {
+    const target = targets[t] as StoreTarget
     if (target.block !== undefined && blockedUntil(lockouts.get(target, now), now) > 0) return true
   }
   return false
@@ -107,16 +142,18 @@ function blockedTarget(lockouts: LockoutTable, targets: readonly StoreTarget[], 
 function settleLockouts(
   lockouts: LockoutTable,
   targets: readonly StoreTarget[],
+  count: number,
   windows: StoreWindowResult[],
   now: number,
   blocked: boolean,
 ): boolean {
   let refusedByBlock = blocked
   let w = 0
-  for (const target of targets) {
+  for (let t = 0; t < count; t++) {
+    const target = targets[t] as StoreTarget
     const first = w
-    const count = target.windows.length
-    w += count
+    const windowCount = target.windows.length
+    w += windowCount
     const { block } = target
     if (block === undefined) continue
     const state = lockouts.get(target, now)
@@ -126,7 +163,7 @@ function settleLockouts(
       // A decision a block refused counts no refusal toward another.
       if (blocked) continue
       let failed = -1
-      for (let k = 0; k < count; k++) {
+      for (let k = 0; k < windowCount; k++) {
         if ((windows[first + k] as StoreWindowResult).fitsAtMs > now) {
           failed = k
           break
@@ -140,7 +177,7 @@ function settleLockouts(
       window = failed
       refusedByBlock = true
     }
-    const answer = windows[first + Math.min(window, count - 1)] as StoreWindowResult
+    const answer = windows[first + Math.min(window, windowCount - 1)] as StoreWindowResult
     if (answer.fitsAtMs < until) answer.fitsAtMs = until
   }
   return refusedByBlock
