@@ -25,7 +25,33 @@ interface Scale {
 
 const scales = new WeakMap<Window, Scale>()
 
+/**
+ * The two windows last asked about, and their scales: a decision asks about each of its windows
+ * several times in a row, and a comparison of references costs far less than a WeakMap lookup.
+ */
+let lastWindow: Window | undefined
+let lastScale: Scale | undefined
+let otherWindow: Window | undefined
+let otherScale: Scale | undefined
+
 export function scaleOf(window: Window): Scale {
+  if (window === lastWindow) return lastScale as Scale
+  if (window === otherWindow) {
+    otherWindow = lastWindow
+    lastWindow = window
+    const scale = otherScale as Scale
+    otherScale = lastScale
+    lastScale = scale
+    return scale
+  }
+  otherWindow = lastWindow
+  otherScale = lastScale
+  lastWindow = window
+  lastScale = scaleFor(window)
+  return lastScale
+}
+
+function scaleFor(window: Window): Scale {
   let scale = scales.get(window)
   if (!scale) {
     const { limit, periodMs } = window

@@ -293,19 +293,21 @@ export class StoreCaller implements CallSettler {
    * identifiers); the store's own failure is the decision of the plan's policy.
    */
   private decideInProcess(plan: DecisionPlan): Decision | undefined {
-    const { inProcess } = this
+    const { inProcess, evaluateSync } = this
     if (inProcess !== undefined) {
       const count = fillTargets(plan.rule.chain, plan.identifiers, plan.blocks, targets)
       try {
-        return inProcess[DECIDES_IN_PROCESS](plan, targets, count)
+        const decision = inProcess[DECIDES_IN_PROCESS](plan, targets, count)
+        if (decision !== undefined) return decision
       } catch (cause) {
         return this.failureDecision(plan, cause, false)
       }
     }
+    if (evaluateSync === undefined) return undefined
     const request = requestOf(plan)
     let result: StoreResult | undefined
     try {
-      result = (this.evaluateSync as NonNullable<StoreCaller['evaluateSync']>)(request)
+      result = evaluateSync(request)
     } catch (cause) {
       return this.failureDecision(plan, cause, false)
     }

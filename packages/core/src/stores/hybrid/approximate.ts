@@ -1,8 +1,11 @@
+import type { Decision } from '../../rules/decision.js'
 import type { AlgorithmName, Window } from '../../rules/rules.js'
 import { TollgateError } from '../../support/errors.js'
-import { evaluateLocally } from '../shared/evaluate-locally.js'
+import type { TargetSlot } from '../shared/decision-targets.js'
+import { ALLOWED, decideLocally, evaluateLocally } from '../shared/evaluate-locally.js'
+import { type LocalCall, localDecisionOf } from '../shared/local-decision.js'
 import type { CounterAlgorithm } from '../shared/redis-state.js'
-import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget } from '../store.js'
+import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 import { ApproximateSync } from './approximate-sync.js'
 import { KeyTable, type Shape } from './key-table.js'
 import type { HybridMode, ModeCounts, SyncBatch } from './mode.js'
@@ -35,6 +38,8 @@ export class ApproximateMode implements HybridMode {
   private readonly pushes: ApproximateSync
   /** Each decision's rows, in target order, reused by every decision rather than allocated for each. */
   private tracked: number[] = []
+  /** Each one-pass decision's answers, one per window, reused as `tracked` is: the decision copies them out. */
+  private readonly answers: StoreWindowResult[] = []
   /** The sync decisions waiting for a free row wait on: one at a time, however many wait. */
   private roomSync: Promise<unknown> | undefined
 
@@ -58,16 +63,11 @@ export class ApproximateMode implements HybridMode {
   decide(request: StoreRequest, forgetAny = false): StoreResult | undefined {
     const now = this.link.now()
     const { operation, targets, cost } = request
-    if (!forgetAny && this.lacksRoom(targets) && !this.link.failingFor(targets)) return undefined
+    const count = targets.length
+    if (!forgetAny && this.lacksRoom(targets, count) && !this.link.failingFor(targets)) return undefined
     const degraded = this.outage.applies(targets, now)
     const { rows } = this
-    const count = targets.length
-    let { tracked } = this
-    if (tracked.length < count) {
-      tracked = new Array(count)
-      this.tracked = tracked
-    }
-    for (let t = 0; t < count; t++) tracked[t] = this.track(targets[t] as StoreTarget, now)
+    const tracked = this.trackAll(targets, count, now)
     let result: StoreResult
     if (degraded && operation !== 'refund') {
       const keys: string[] = new Array(count)
@@ -84,16 +84,52 @@ export class ApproximateMode implements HybridMode {
     } else {
       result = evaluateLocally(rows.table, tracked, request, now)
     }
-    const units = operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0
-    if (units !== 0) {
-      for (let t = 0; t < count; t++) {
-        const row = tracked[t] as number
-        record(rows, row, rows.shape(row), now, units)
-        rows.markUsed(row)
-        if (rows.list(row)) this.listed.push(row)
-      }
-    }
+    this.recordUnits(operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0, count, now)
     return result
+  }
+
+  /**
+   * `decide` in one pass, from a limiter's targets to its Decision, while every Redis node answers
+   * and the table has room; undefined otherwise, for `decide` to take the request.
+   */
+  decideInProcess(call: LocalCall, targets: readonly TargetSlot[], count: number): Decision | undefined {
+    // No outage applies, and no key waits on a failing node, while no node is failing.
+    if (this.link.health.failing) return undefined
+    const now = this.link.now()
+    if (this.lacksRoom(targets, count)) return undefined
+    const tracked = this.trackAll(targets, count, now)
+    const { answers } = this
+    const bits = decideLocally(this.rows.table, tracked, call, targets, count, now, answers)
+    const { operation, cost } = call
+    this.recordUnits(
+      operation === 'refund' ? -cost : operation === 'consume' && bits === ALLOWED ? cost : 0,
+      count,
+      now,
+    )
+    return localDecisionOf(call, targets, count, bits, now, answers)
+  }
+
+  /** The rows of the first `count` targets, made for new keys, in target order. */
+  private trackAll(targets: readonly StoreTarget[], count: number, now: number): number[] {
+    let { tracked } = this
+    if (tracked.length < count) {
+      tracked = new Array(count)
+      this.tracked = tracked
+    }
+    for (let t = 0; t < count; t++) tracked[t] = this.track(targets[t] as StoreTarget, now)
+    return tracked
+  }
+
+  /** Records `units` a decision charged (or, below 0, refunded) on each of its tracked rows, for the next sync to push. */
+  private recordUnits(units: number, count: number, now: number): void {
+    if (units === 0) return
+    const { rows, tracked } = this
+    for (let t = 0; t < count; t++) {
+      const row = tracked[t] as number
+      record(rows, row, rows.shape(row), now, units)
+      rows.markUsed(row)
+      if (rows.list(row)) this.listed.push(row)
+    }
   }
 
   /**
@@ -158,11 +194,14 @@ export class ApproximateMode implements HybridMode {
   }
 
   /** Whether a target is new to a table with no free row for it (one forgotten may come back). */
-  private lacksRoom(targets: readonly StoreTarget[]): boolean {
+  private lacksRoom(targets: readonly StoreTarget[], count: number): boolean {
     const { rows } = this
-    if (rows.size + targets.length <= this.config.maxTrackedKeys) return false
+    if (rows.size + count <= this.config.maxTrackedKeys) return false
     let fresh = 0
-    for (const target of targets) if (rows.find(target.rule, target.identifier) < 0) fresh++
+    for (let t = 0; t < count; t++) {
+      const target = targets[t] as StoreTarget
+      if (rows.find(target.rule, target.identifier) < 0) fresh++
+    }
     return fresh > 0 && rows.size + fresh > this.config.maxTrackedKeys
   }
 

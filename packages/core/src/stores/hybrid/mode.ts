@@ -1,4 +1,7 @@
+import type { Decision } from '../../rules/decision.js'
 import type { AlgorithmName } from '../../rules/rules.js'
+import type { TargetSlot } from '../shared/decision-targets.js'
+import type { LocalCall } from '../shared/local-decision.js'
 import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget } from '../store.js'
 import type { HybridStats } from './reports.js'
 import type { ChunkOutcome } from './sync-wire.js'
@@ -12,6 +15,11 @@ export interface HybridMode {
   readonly algorithms: readonly AlgorithmName[]
   /** A decision in the process; undefined when it needs Redis first. */
   decide(request: StoreRequest): StoreResult | undefined
+  /**
+   * The same decision in one pass, from a limiter's targets to its Decision, where the mode can
+   * make it so; undefined leaves it to `decide`.
+   */
+  decideInProcess?(call: LocalCall, targets: readonly TargetSlot[], count: number): Decision | undefined
   /** A decision `decide` left to Redis. `asker` is told when it goes on the wire. */
   ask(request: StoreRequest, asker?: StoreReceiver): Promise<StoreResult>
   /** Drops what the process holds for a target being reset. */

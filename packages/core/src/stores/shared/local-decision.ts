@@ -28,8 +28,8 @@ export const DECIDES_IN_PROCESS: unique symbol = Symbol('tollgate.decidesInProce
 
 export interface DecidesInProcess {
   /**
-   * The decision over the call's `count` targets, as `fillTargets` wrote them; undefined when it
-   * needs the shared store (the limiter then asks with a request). Throws as `evaluateSync` does.
+   * The decision over the call's `count` targets, as `fillTargets` wrote them; undefined leaves it
+   * to the store's request path (`evaluateSync`, then the shared store). Throws as `evaluateSync` does.
    */
   [DECIDES_IN_PROCESS](call: LocalCall, targets: readonly TargetSlot[], count: number): Decision | undefined
 }
