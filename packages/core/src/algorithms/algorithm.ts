@@ -53,7 +53,7 @@ export interface Algorithm<S> {
   read(state: S | undefined, windows: readonly Window[], now: number, cost: number, random: number | undefined): number
   /**
    * Its second: charges `cost` (`delta` 1), refunds it (-1) or neither (0), then writes each
-   * window's `answer` into `into` from `at`. With `shedding`, the random number of a decision
+   * window's `answer` into `into` from `at`, over the answer objects already there if any. With `shedding`, the random number of a decision
    * that was shed, a window that shed it answers `shedRetryAt` as its `fitsAtMs`. The state after.
    */
   settle(

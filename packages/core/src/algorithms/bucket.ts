@@ -3,7 +3,7 @@ import { gcd } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
 import { answerShed, shedsAt } from './shedding.js'
-import type { StoreWindowResult } from './window-result.js'
+import { emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /**
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
@@ -104,18 +104,23 @@ function used(state: BucketState | undefined, window: Window, now: number): numb
   return scale.capacity - levelAt(state, valuesOf(state, window.periodMs, 2), scale, now)
 }
 
-function answer(state: BucketState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+function answer(
+  state: BucketState | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+  into: StoreWindowResult = emptyAnswer(),
+): StoreWindowResult {
   const scale = scaleOf(window)
   const at = valuesOf(state, window.periodMs, 2)
   const level = levelAt(state, at, scale, now)
   const measured = measuredAt(state, at, now)
   // A level below 0 is units a HybridStore's fleet owes (stores/shared/redis-state.ts): none remain.
   const remaining = Math.max(0, Math.floor(level / scale.perToken))
-  return {
-    remaining,
-    resetAtMs: remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now),
-    fitsAtMs: fits(window, scale, cost, level, measured, now),
-  }
+  into.remaining = remaining
+  into.resetAtMs = remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now)
+  into.fitsAtMs = fits(window, scale, cost, level, measured, now)
+  return into
 }
 
 function charge(state: BucketState | undefined, windows: readonly Window[], now: number, cost: number): BucketState {
@@ -214,7 +219,8 @@ export const bucket: Algorithm<BucketState> = {
   settle(state, windows, now, cost, delta, shedding, into, at) {
     const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
-      const result = answer(next, window, now, cost)
+      // An answer already in `into` is written over: a store that reuses its answers allocates none.
+      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(bucket, next, window, now, cost, shedding, result)
       into[at++] = result

@@ -2,7 +2,7 @@ import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
 import { answerShed, shedsAt } from './shedding.js'
-import type { StoreWindowResult } from './window-result.js'
+import { emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState
@@ -27,7 +27,13 @@ function countOf(state: FixedWindowState | undefined, window: Window, now: numbe
   return counts(state, at, window.periodMs, now) ? ((state as PeriodState)[at + 1] as number) : 0
 }
 
-function answer(state: FixedWindowState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+function answer(
+  state: FixedWindowState | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+  into: StoreWindowResult = emptyAnswer(),
+): StoreWindowResult {
   const { limit, periodMs } = window
   const at = valuesOf(state, periodMs, 2)
   const counting = counts(state, at, periodMs, now)
@@ -35,11 +41,10 @@ function answer(state: FixedWindowState | undefined, window: Window, now: number
   const count = counting ? (values[at + 1] as number) : 0
   const endsAt = counting ? ((values[at] as number) + 1) * periodMs : now
   const remaining = Math.max(0, limit - count)
-  return {
-    remaining,
-    resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt),
-    fitsAtMs: fits(window, now, cost, count, endsAt),
-  }
+  into.remaining = remaining
+  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt)
+  into.fitsAtMs = fits(window, now, cost, count, endsAt)
+  return into
 }
 
 function charge(state: FixedWindowState | undefined, windows: readonly Window[], now: number, cost: number) {
@@ -128,7 +133,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   settle(state, windows, now, cost, delta, shedding, into, at) {
     const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
-      const result = answer(next, window, now, cost)
+      // An answer already in `into` is written over: a store that reuses its answers allocates none.
+      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(fixedWindow, next, window, now, cost, shedding, result)
       into[at++] = result

@@ -1,7 +1,7 @@
 import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { answerShed, shedsAt } from './shedding.js'
-import type { StoreWindowResult } from './window-result.js'
+import { emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /**
  * Every admitted request as (time, running total of units after it). The running total makes a
@@ -74,15 +74,20 @@ function fitsAt(state: SlidingLogState | undefined, window: Window, now: number,
   return fits(state, window, now, need, state ? totalBefore(state, window, now) : 0)
 }
 
-function answer(state: SlidingLogState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+function answer(
+  state: SlidingLogState | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+  into: StoreWindowResult = emptyAnswer(),
+): StoreWindowResult {
   const { limit } = window
   const before = state ? totalBefore(state, window, now) : 0
   const remaining = state ? Math.max(0, limit - (lastTotal(state) - before)) : limit
-  return {
-    remaining,
-    resetAtMs: remaining >= limit ? now : fits(state, window, now, remaining + 1, before),
-    fitsAtMs: fits(state, window, now, cost, before),
-  }
+  into.remaining = remaining
+  into.resetAtMs = remaining >= limit ? now : fits(state, window, now, remaining + 1, before)
+  into.fitsAtMs = fits(state, window, now, cost, before)
+  return into
 }
 
 function used(state: SlidingLogState | undefined, window: Window, now: number): number {
@@ -198,7 +203,8 @@ export const slidingLog: Algorithm<SlidingLogState> = {
   settle(state, windows, now, cost, delta, shedding, into, at) {
     const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
-      const result = answer(next, window, now, cost)
+      // An answer already in `into` is written over: a store that reuses its answers allocates none.
+      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(slidingLog, next, window, now, cost, shedding, result)
       into[at++] = result

@@ -3,7 +3,7 @@ import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
 import { ceilRatio, largestWithin } from './ratios.js'
 import { answerShed, shedsAt } from './shedding.js'
-import type { StoreWindowResult } from './window-result.js'
+import { emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState
@@ -79,18 +79,23 @@ function fitsAt(state: SlidingWindowState | undefined, window: Window, now: numb
   )
 }
 
-function answer(state: SlidingWindowState | undefined, window: Window, now: number, cost: number): StoreWindowResult {
+function answer(
+  state: SlidingWindowState | undefined,
+  window: Window,
+  now: number,
+  cost: number,
+  into: StoreWindowResult = emptyAnswer(),
+): StoreWindowResult {
   const { limit, periodMs } = window
   const at = valuesOf(state, periodMs, 3)
   const index = indexAt(state, at, periodMs, now)
   const count = countAt(state, at, periodMs, now)
   const previous = previousAt(state, at, periodMs, now)
   const remaining = Math.max(0, limit - count - ceilRatio(previous, overlap(window, index, now), periodMs))
-  return {
-    remaining,
-    resetAtMs: remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous),
-    fitsAtMs: fits(window, now, cost, index, count, previous),
-  }
+  into.remaining = remaining
+  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous)
+  into.fitsAtMs = fits(window, now, cost, index, count, previous)
+  return into
 }
 
 function charge(
@@ -182,7 +187,8 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
   settle(state, windows, now, cost, delta, shedding, into, at) {
     const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
-      const result = answer(next, window, now, cost)
+      // An answer already in `into` is written over: a store that reuses its answers allocates none.
+      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(slidingWindow, next, window, now, cost, shedding, result)
       into[at++] = result

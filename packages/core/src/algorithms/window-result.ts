@@ -11,3 +11,8 @@ export interface StoreWindowResult {
    */
   fitsAtMs: number
 }
+
+/** An answer to be written over (`Algorithm.settle` writes into answers it is given). */
+export function emptyAnswer(): StoreWindowResult {
+  return { remaining: 0, resetAtMs: 0, fitsAtMs: 0 }
+}
