@@ -5,6 +5,7 @@ import {
   HybridStore,
   type Limiter,
   MemoryStore,
+  type RuleOptions,
   type RulesOptions,
   type Store,
   type StoreRequest,
@@ -44,58 +45,75 @@ class RequestOnly implements Store {
 
 const IDENTIFIERS = ['ip:203.0.113.7', 'user:42', 'user:7', 'org:acme', 'org:globex', 'ip:198.51.100.1']
 
+/** A rule by user or IP under one by org: parents, `by`, an override and shedding, for every store. */
+function userRule(algorithm: (typeof ALGORITHMS)[number]): RuleOptions {
+  return {
+    algorithm,
+    windows: [
+      { limit: 6, period: '2s', lowBurst: 3 },
+      { limit: 15, period: '20s' },
+    ],
+    by: ['user', 'ip'],
+    parent: 'org',
+    overrides: { 'user:7': { windows: [{ limit: 2, period: '3s' }] } },
+  }
+}
+
+/**
+ * `steps` random operations (consume, peek, refund; costs of 0 to 3; dry runs; one to three
+ * identifiers beside an org's) made on each limiter in turn, the clock moved between them: every
+ * answer must be the first limiter's. The count of each kind of answer, a rejection's as 'error'.
+ */
+async function decideAlike(
+  limiters: readonly Limiter[],
+  clock: ManualClock,
+  seed: number,
+  steps: number,
+): Promise<Map<string, number>> {
+  const random = seededRandom(seed)
+  const outcomes = new Map<string, number>()
+  for (let step = 0; step < steps; step++) {
+    clock.advance(random(8) === 0 ? random(6_000) : random(150))
+    const count = 1 + random(3)
+    const identifiers = ['org:acme', ...Array.from({ length: count }, () => IDENTIFIERS[random(IDENTIFIERS.length)])]
+    const unique = [...new Set(identifiers as string[])]
+    const rule = random(4) === 0 ? 'org' : 'user'
+    const options = { cost: random(5) === 0 ? random(4) : 1, dryRun: random(10) === 0 }
+    const operation = (['consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(5)] as
+      | 'consume'
+      | 'peek'
+      | 'refund'
+    const answers: Array<Decision | string> = []
+    for (const limiter of limiters) {
+      answers.push(
+        await limiter[operation](rule, unique, options).catch((error: Error) => `${error.name}: ${error.message}`),
+      )
+    }
+    for (const answer of answers.slice(1))
+      expect(answer, `step ${step}: ${operation} ${rule} ${unique.join(', ')}`).toEqual(answers[0])
+    const outcome = typeof answers[0] === 'string' ? 'error' : (answers[0] as Decision).reason
+    outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1)
+  }
+  return outcomes
+}
+
 describe("a MemoryStore's one-pass decision and the request path decide alike", () => {
   it.each(ALGORITHMS)(
     '%s: parents, by, overrides, blocks, shedding and dry runs over 3,000 operations',
     async (algorithm) => {
       const rules = {
-        user: {
-          algorithm,
-          windows: [
-            { limit: 6, period: '2s', lowBurst: 3 },
-            { limit: 15, period: '20s' },
-          ],
-          by: ['user', 'ip'],
-          parent: 'org',
-          block: { for: '5s', after: 2 },
-          overrides: { 'user:7': { windows: [{ limit: 2, period: '3s' }] } },
-        },
+        user: { ...userRule(algorithm), block: { for: '5s', after: 2 } },
         org: { algorithm, windows: [{ limit: 30, period: '10s' }], by: ['org'], parent: 'everyone' },
         everyone: { algorithm, windows: [{ limit: 200, period: '1m' }], by: [] },
       } satisfies RulesOptions
       const seed = ALGORITHMS.indexOf(algorithm) + 11
       const clock = new ManualClock(1_700_000_000_321)
-      const limiterOn = (store: Store): Limiter =>
-        createLimiter({ store, rules, random: seededUniform(seed), onWarning: () => {} })
       const onePass = new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 })
       const requested = new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 })
-      const limiters = [limiterOn(onePass), limiterOn(new RequestOnly(requested))]
-      const random = seededRandom(seed)
-      const outcomes = new Map<string, number>()
-      for (let step = 0; step < 3_000; step++) {
-        clock.advance(random(8) === 0 ? random(6_000) : random(150))
-        const count = 1 + random(3)
-        const identifiers = [
-          'org:acme',
-          ...Array.from({ length: count }, () => IDENTIFIERS[random(IDENTIFIERS.length)]),
-        ]
-        const unique = [...new Set(identifiers as string[])]
-        const rule = random(4) === 0 ? 'org' : 'user'
-        const options = { cost: random(5) === 0 ? random(4) : 1, dryRun: random(10) === 0 }
-        const operation = (['consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(5)] as
-          | 'consume'
-          | 'peek'
-          | 'refund'
-        const answers: Array<Decision | string> = []
-        for (const limiter of limiters) {
-          answers.push(
-            await limiter[operation](rule, unique, options).catch((error: Error) => `${error.name}: ${error.message}`),
-          )
-        }
-        expect(answers[0], `step ${step}: ${operation} ${rule} ${unique.join(', ')}`).toEqual(answers[1])
-        const outcome = typeof answers[0] === 'string' ? 'error' : answers[0]?.reason
-        outcomes.set(outcome ?? '', (outcomes.get(outcome ?? '') ?? 0) + 1)
-      }
+      const limiters = [onePass, new RequestOnly(requested)].map((store) =>
+        createLimiter({ store, rules, random: seededUniform(seed), onWarning: () => {} }),
+      )
+      const outcomes = await decideAlike(limiters, clock, seed, 3_000)
       expect(onePass.ttls()).toEqual(requested.ttls())
       // The run reached every kind of answer, so each was compared.
       for (const reason of ['ok', 'limited', 'blocked', 'shed', 'dry-run', 'error'])
@@ -118,16 +136,7 @@ describe("a HybridStore's one-pass decision and the request path decide alike", 
     '%s: parents, by, overrides, shedding and dry runs over 2,000 operations, then a sync',
     async (algorithm) => {
       const rules = {
-        user: {
-          algorithm,
-          windows: [
-            { limit: 6, period: '2s', lowBurst: 3 },
-            { limit: 15, period: '20s' },
-          ],
-          by: ['user', 'ip'],
-          parent: 'org',
-          overrides: { 'user:7': { windows: [{ limit: 2, period: '3s' }] } },
-        },
+        user: userRule(algorithm),
         org: { algorithm, windows: [{ limit: 30, period: '10s' }], by: ['org'] },
       } satisfies RulesOptions
       const seed = ALGORITHMS.indexOf(algorithm) + 31
@@ -139,32 +148,7 @@ describe("a HybridStore's one-pass decision and the request path decide alike", 
       const limiters = [onePass, new RequestOnly(requested)].map((store) =>
         createLimiter({ store, rules, random: seededUniform(seed), onWarning: () => {} }),
       )
-      const random = seededRandom(seed)
-      const outcomes = new Map<string, number>()
-      for (let step = 0; step < 2_000; step++) {
-        clock.advance(random(8) === 0 ? random(6_000) : random(150))
-        const count = 1 + random(3)
-        const identifiers = [
-          'org:acme',
-          ...Array.from({ length: count }, () => IDENTIFIERS[random(IDENTIFIERS.length)]),
-        ]
-        const unique = [...new Set(identifiers as string[])]
-        const rule = random(4) === 0 ? 'org' : 'user'
-        const options = { cost: random(5) === 0 ? random(4) : 1, dryRun: random(10) === 0 }
-        const operation = (['consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(5)] as
-          | 'consume'
-          | 'peek'
-          | 'refund'
-        const answers: Array<Decision | string> = []
-        for (const limiter of limiters) {
-          answers.push(
-            await limiter[operation](rule, unique, options).catch((error: Error) => `${error.name}: ${error.message}`),
-          )
-        }
-        expect(answers[0], `step ${step}: ${operation} ${rule} ${unique.join(', ')}`).toEqual(answers[1])
-        const outcome = typeof answers[0] === 'string' ? 'error' : answers[0]?.reason
-        outcomes.set(outcome ?? '', (outcomes.get(outcome ?? '') ?? 0) + 1)
-      }
+      const outcomes = await decideAlike(limiters, clock, seed, 2_000)
       for (const reason of ['ok', 'limited', 'shed', 'dry-run', 'error'])
         expect(outcomes.get(reason)).toBeGreaterThan(0)
       // Both pushed the same units: the same keys hold the same counts in Redis.

@@ -37,7 +37,15 @@ const DECISION_TARGETS = [
     name: '2 windows × 2 identifiers',
     versus: 'express-rate-limit/memory',
   },
-  { store: 'memory', shape: 'one-window', required: 1.0, name: '1 window', versus: 'express-rate-limit/memory' },
+  {
+    store: 'memory',
+    shape: 'one-window',
+    required: 1.0,
+    name: '1 window',
+    versus: 'express-rate-limit/memory',
+    // The README's summary names the one-pass decision's target in memory, not parity as well.
+    summary: false,
+  },
   {
     store: 'memory',
     shape: 'two-by-two',
@@ -55,7 +63,8 @@ function times(required: number): string {
 function decisionTargets(results: BenchResults): TargetRow[] {
   const rows: TargetRow[] = []
   const inFlight = Math.max(...results.config.decisions.inFlight)
-  for (const { store, shape, required, name, versus } of DECISION_TARGETS) {
+  for (const target of DECISION_TARGETS) {
+    const { store, shape, required, name, versus } = target
     for (const spread of ['many', 'hot'] as const satisfies readonly KeySpread[]) {
       const scenario = { shape, spread, inFlight }
       const best =
@@ -77,7 +86,7 @@ function decisionTargets(results: BenchResults): TargetRow[] {
       // The README's summary stays small: many identifiers only (a hot key's row asks the same of it),
       // and in memory the one-window rule only.
       const headline =
-        spread === 'many' && !(store === 'memory' && shape === 'two-by-two')
+        spread === 'many' && !(store === 'memory' && shape === 'two-by-two') && !('summary' in target)
           ? `${store === 'redis' ? 'On Redis' : 'In memory'}, ${name}: decisions/s ≥ ${times(required)} ${versus === undefined ? "the fastest incumbent's 1 window" : `${labelOf(incumbent)}'s`}`
           : undefined
       rows.push({
