@@ -104,6 +104,24 @@ function used(state: BucketState | undefined, window: Window, now: number): numb
   return scale.capacity - levelAt(state, valuesOf(state, window.periodMs, 2), scale, now)
 }
 
+/** The answer of a bucket at `level`, measured at `measured`. */
+function answerWith(
+  window: Window,
+  scale: Scale,
+  now: number,
+  cost: number,
+  level: number,
+  measured: number,
+  into: StoreWindowResult,
+): StoreWindowResult {
+  // A level below 0 is units a HybridStore's fleet owes (stores/shared/redis-state.ts): none remain.
+  const remaining = Math.max(0, Math.floor(level / scale.perToken))
+  into.remaining = remaining
+  into.resetAtMs = remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now)
+  into.fitsAtMs = fits(window, scale, cost, level, measured, now)
+  return into
+}
+
 function answer(
   state: BucketState | undefined,
   window: Window,
@@ -113,14 +131,7 @@ function answer(
 ): StoreWindowResult {
   const scale = scaleOf(window)
   const at = valuesOf(state, window.periodMs, 2)
-  const level = levelAt(state, at, scale, now)
-  const measured = measuredAt(state, at, now)
-  // A level below 0 is units a HybridStore's fleet owes (stores/shared/redis-state.ts): none remain.
-  const remaining = Math.max(0, Math.floor(level / scale.perToken))
-  into.remaining = remaining
-  into.resetAtMs = remaining >= window.limit ? now : fits(window, scale, remaining + 1, level, measured, now)
-  into.fitsAtMs = fits(window, scale, cost, level, measured, now)
-  return into
+  return answerWith(window, scale, now, cost, levelAt(state, at, scale, now), measuredAt(state, at, now), into)
 }
 
 function charge(state: BucketState | undefined, windows: readonly Window[], now: number, cost: number): BucketState {
@@ -217,10 +228,20 @@ export const bucket: Algorithm<BucketState> = {
   },
 
   settle(state, windows, now, cost, delta, shedding, into, at) {
-    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
+    // each window's values found once.
+    let next = delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
+      const scale = scaleOf(window)
+      const offset = valuesOf(next, window.periodMs, 2)
+      let level = levelAt(next, offset, scale, now)
+      const measured = measuredAt(next, offset, now)
+      if (delta > 0) {
+        level -= cost * scale.perToken
+        next = withValues(next, offset, window.periodMs, level, measured)
+      }
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
+      const result = answerWith(window, scale, now, cost, level, measured, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(bucket, next, window, now, cost, shedding, result)
       into[at++] = result

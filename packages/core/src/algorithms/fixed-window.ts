@@ -27,6 +27,23 @@ function countOf(state: FixedWindowState | undefined, window: Window, now: numbe
   return counts(state, at, window.periodMs, now) ? ((state as PeriodState)[at + 1] as number) : 0
 }
 
+/** The answer of a window that counts `count` units in the fixed window ending at `endsAt`. */
+function answerWith(
+  window: Window,
+  now: number,
+  cost: number,
+  count: number,
+  endsAt: number,
+  into: StoreWindowResult,
+): StoreWindowResult {
+  const { limit } = window
+  const remaining = Math.max(0, limit - count)
+  into.remaining = remaining
+  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt)
+  into.fitsAtMs = fits(window, now, cost, count, endsAt)
+  return into
+}
+
 function answer(
   state: FixedWindowState | undefined,
   window: Window,
@@ -34,17 +51,13 @@ function answer(
   cost: number,
   into: StoreWindowResult = emptyAnswer(),
 ): StoreWindowResult {
-  const { limit, periodMs } = window
+  const { periodMs } = window
   const at = valuesOf(state, periodMs, 2)
   const counting = counts(state, at, periodMs, now)
   const values = state as PeriodState
   const count = counting ? (values[at + 1] as number) : 0
   const endsAt = counting ? ((values[at] as number) + 1) * periodMs : now
-  const remaining = Math.max(0, limit - count)
-  into.remaining = remaining
-  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt)
-  into.fitsAtMs = fits(window, now, cost, count, endsAt)
-  return into
+  return answerWith(window, now, cost, count, endsAt, into)
 }
 
 function charge(state: FixedWindowState | undefined, windows: readonly Window[], now: number, cost: number) {
@@ -131,10 +144,22 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   },
 
   settle(state, windows, now, cost, delta, shedding, into, at) {
-    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
+    // each window's values found once.
+    let next = delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
+      const { periodMs } = window
+      const offset = valuesOf(next, periodMs, 2)
+      const counting = counts(next, offset, periodMs, now)
+      const index = counting ? ((next as PeriodState)[offset] as number) : Math.floor(now / periodMs)
+      let count = counting ? ((next as PeriodState)[offset + 1] as number) : 0
+      if (delta > 0) {
+        count += cost
+        next = withValues(next, offset, periodMs, index, count)
+      }
+      const endsAt = counting || delta > 0 ? (index + 1) * periodMs : now
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
+      const result = answerWith(window, now, cost, count, endsAt, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(fixedWindow, next, window, now, cost, shedding, result)
       into[at++] = result

@@ -79,6 +79,24 @@ function fitsAt(state: SlidingWindowState | undefined, window: Window, now: numb
   )
 }
 
+/** The answer of a window whose fixed window `index` holds `count`, beside `previous` in the one before. */
+function answerWith(
+  window: Window,
+  now: number,
+  cost: number,
+  index: number,
+  count: number,
+  previous: number,
+  into: StoreWindowResult,
+): StoreWindowResult {
+  const { limit, periodMs } = window
+  const remaining = Math.max(0, limit - count - ceilRatio(previous, overlap(window, index, now), periodMs))
+  into.remaining = remaining
+  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous)
+  into.fitsAtMs = fits(window, now, cost, index, count, previous)
+  return into
+}
+
 function answer(
   state: SlidingWindowState | undefined,
   window: Window,
@@ -86,16 +104,17 @@ function answer(
   cost: number,
   into: StoreWindowResult = emptyAnswer(),
 ): StoreWindowResult {
-  const { limit, periodMs } = window
+  const { periodMs } = window
   const at = valuesOf(state, periodMs, 3)
-  const index = indexAt(state, at, periodMs, now)
-  const count = countAt(state, at, periodMs, now)
-  const previous = previousAt(state, at, periodMs, now)
-  const remaining = Math.max(0, limit - count - ceilRatio(previous, overlap(window, index, now), periodMs))
-  into.remaining = remaining
-  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, index, count, previous)
-  into.fitsAtMs = fits(window, now, cost, index, count, previous)
-  return into
+  return answerWith(
+    window,
+    now,
+    cost,
+    indexAt(state, at, periodMs, now),
+    countAt(state, at, periodMs, now),
+    previousAt(state, at, periodMs, now),
+    into,
+  )
 }
 
 function charge(
@@ -185,10 +204,21 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
   },
 
   settle(state, windows, now, cost, delta, shedding, into, at) {
-    const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
+    // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
+    // each window's values found once.
+    let next = delta < 0 ? refund(state, windows, now, cost) : state
     for (const window of windows) {
+      const { periodMs } = window
+      const offset = valuesOf(next, periodMs, 3)
+      const index = indexAt(next, offset, periodMs, now)
+      let count = countAt(next, offset, periodMs, now)
+      const previous = previousAt(next, offset, periodMs, now)
+      if (delta > 0) {
+        count += cost
+        next = withValues(next, offset, periodMs, index, count, previous)
+      }
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
+      const result = answerWith(window, now, cost, index, count, previous, into[at] ?? emptyAnswer())
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(slidingWindow, next, window, now, cost, shedding, result)
       into[at++] = result
