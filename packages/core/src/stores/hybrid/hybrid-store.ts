@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import type { Decision } from '../../rules/decision.js'
 import type { AlgorithmName } from '../../rules/rules.js'
 import type { TargetSlot } from '../shared/decision-targets.js'
-import { DECIDES_IN_PROCESS, type DecidesInProcess, type LocalCall } from '../shared/local-decision.js'
+import { DECIDES_IN_PROCESS, type LocalCall } from '../shared/local-decision.js'
 import { keysReset } from '../shared/reset-once.js'
 import type { Store, StoreReceiver, StoreRequest, StoreResult, StoreTarget } from '../store.js'
 import { ApproximateMode } from './approximate.js'
@@ -34,7 +34,7 @@ export interface HybridStoreEvents {
  * (leases) and never admits above a limit; a decision its slices do not cover waits for one
  * round trip (`lease-book.ts` says why that is exact).
  */
-export class HybridStore extends EventEmitter<HybridStoreEvents> implements Store, DecidesInProcess {
+export class HybridStore extends EventEmitter<HybridStoreEvents> implements Store {
   readonly supportedAlgorithms: readonly AlgorithmName[]
   /**
    * Undefined for a decision that needs Redis first: in strict mode a consume its slices do not
@@ -74,6 +74,7 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     if (this.config.autoSync) this.schedule()
   }
 
+  /** @internal The limiter's one-pass decision (stores/shared/local-decision.ts); not part of the public API. */
   [DECIDES_IN_PROCESS](call: LocalCall, targets: readonly TargetSlot[], count: number): Decision | undefined {
     return this.mode.decideInProcess?.(call, targets, count)
   }

@@ -7,7 +7,7 @@ import { checkOptionsObject, optionKeys } from '../../support/option-objects.js'
 import { MAX_TIMER_MS } from '../../support/timer-delay.js'
 import type { TargetSlot } from '../shared/decision-targets.js'
 import { decideLocally, evaluateLocally, type StateTable } from '../shared/evaluate-locally.js'
-import { DECIDES_IN_PROCESS, type DecidesInProcess, type LocalCall, localDecisionOf } from '../shared/local-decision.js'
+import { DECIDES_IN_PROCESS, type LocalCall, localDecisionOf } from '../shared/local-decision.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 import { EvictionRing, type RingEntry } from './eviction-ring.js'
 import { MemoryLockouts } from './lockouts.js'
@@ -108,7 +108,7 @@ const OPTION_KEYS = optionKeys<MemoryStoreOptions>({ clock: true, maxKeys: true,
 export const SWEEP_SLICE = 10_000
 
 /** The embedded, in-process store: the default when no store is given. One process only. */
-export class MemoryStore implements Store, DecidesInProcess {
+export class MemoryStore implements Store {
   /** By rule name. */
   private readonly statesByRule = new Map<string, RuleStates>()
   private readonly ring = new EvictionRing<Entry>()
@@ -236,6 +236,7 @@ export class MemoryStore implements Store, DecidesInProcess {
     )
   }
 
+  /** @internal The limiter's one-pass decision (stores/shared/local-decision.ts); not part of the public API. */
   [DECIDES_IN_PROCESS](call: LocalCall, targets: readonly TargetSlot[], count: number): Decision {
     const now = timeFrom(this.clock, 'MemoryStore')
     const entries = this.entriesOf(targets, count)
