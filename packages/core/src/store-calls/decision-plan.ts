@@ -4,7 +4,8 @@ import type { Rule } from '../rules/rules.js'
 import { isStateOf } from '../rules/state-name.js'
 import type { StoreErrorPolicy } from '../rules/store-error-policy.js'
 import { type Identifiers, targetsOf } from '../stores/shared/decision-targets.js'
-import type { LocalCall } from '../stores/shared/local-decision.js'
+import { ALLOWED, BLOCKED, SHED } from '../stores/shared/evaluate-locally.js'
+import { decisionFrom, type LocalCall, windowStateOf } from '../stores/shared/local-decision.js'
 import type { StoreOperation, StoreRequest, StoreResult, StoreTarget } from '../stores/store.js'
 import { describeValue, TollgateArgumentError, TollgateConfigError, TollgateError } from '../support/errors.js'
 import type { CallSettings } from './decision-options.js'
@@ -134,39 +135,17 @@ export function decisionOf(plan: DecisionPlan, result: StoreResult): Decision {
       rule = next.name
     }
     for (const window of target.windows) {
-      const answer = result.windows[i++]
+      const answer = result.windows[i]
       if (!answer) throw new TollgateError('TG_STORE', 'the store answered fewer windows than the decision holds')
-      const failed = !allowed && answer.fitsAtMs > nowMs
-      if (failed) retryAt = Math.max(retryAt, answer.fitsAtMs)
-      windows[i - 1] = {
-        rule,
-        identifier: target.identifier,
-        limit: window.limit,
-        periodMs: window.periodMs,
-        remaining: answer.remaining,
-        resetAtMs: answer.resetAtMs,
-        failed,
-      }
+      const state = windowStateOf(rule, target.identifier, window, answer, allowed, nowMs)
+      if (state.failed && answer.fitsAtMs > retryAt) retryAt = answer.fitsAtMs
+      windows[i++] = state
     }
   }
   // Windows answered beyond those the decision holds are not the decision's.
   if (i < windows.length) windows.length = i
-  const decision: Decision = {
-    allowed,
-    reason: allowed ? 'ok' : result.blocked === true ? 'blocked' : result.shed === true ? 'shed' : 'limited',
-    rule: plan.rule.name,
-    cost: plan.cost,
-    retryAfterMs: retryAt - nowMs,
-    nowMs,
-    windows,
-  }
-  if (plan.dryRun && !allowed) {
-    // Allowed, so nothing to wait for: a client told to retry later would hold back for nothing.
-    decision.allowed = true
-    decision.reason = 'dry-run'
-    decision.retryAfterMs = 0
-  }
-  return decision
+  const bits = allowed ? ALLOWED : result.blocked === true ? BLOCKED : result.shed === true ? SHED : 0
+  return decisionFrom(plan, bits, nowMs, retryAt, windows)
 }
 
 /** The decision an in-process store makes while the shared store fails (policy `'local'`). */

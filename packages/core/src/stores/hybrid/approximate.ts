@@ -5,7 +5,14 @@ import type { TargetSlot } from '../shared/decision-targets.js'
 import { ALLOWED, decideLocally, evaluateLocally } from '../shared/evaluate-locally.js'
 import { type LocalCall, localDecisionOf } from '../shared/local-decision.js'
 import type { CounterAlgorithm } from '../shared/redis-state.js'
-import type { StoreReceiver, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
+import type {
+  StoreOperation,
+  StoreReceiver,
+  StoreRequest,
+  StoreResult,
+  StoreTarget,
+  StoreWindowResult,
+} from '../store.js'
 import { ApproximateSync } from './approximate-sync.js'
 import { KeyTable, type Shape } from './key-table.js'
 import type { HybridMode, ModeCounts, SyncBatch } from './mode.js'
@@ -84,7 +91,7 @@ export class ApproximateMode implements HybridMode {
     } else {
       result = evaluateLocally(rows.table, tracked, request, now)
     }
-    this.recordUnits(operation === 'refund' ? -cost : operation === 'consume' && result.allowed ? cost : 0, count, now)
+    this.recordUnits(operation, cost, result.allowed, count, now)
     return result
   }
 
@@ -100,12 +107,7 @@ export class ApproximateMode implements HybridMode {
     const tracked = this.trackAll(targets, count, now)
     const { answers } = this
     const bits = decideLocally(this.rows.table, tracked, call, targets, count, now, answers)
-    const { operation, cost } = call
-    this.recordUnits(
-      operation === 'refund' ? -cost : operation === 'consume' && bits === ALLOWED ? cost : 0,
-      count,
-      now,
-    )
+    this.recordUnits(call.operation, call.cost, bits === ALLOWED, count, now)
     return localDecisionOf(call, targets, count, bits, now, answers)
   }
 
@@ -120,8 +122,9 @@ export class ApproximateMode implements HybridMode {
     return tracked
   }
 
-  /** Records `units` a decision charged (or, below 0, refunded) on each of its tracked rows, for the next sync to push. */
-  private recordUnits(units: number, count: number, now: number): void {
+  /** Records on each of a decision's tracked rows the units it charged or refunded, for the next sync to push. */
+  private recordUnits(operation: StoreOperation, cost: number, allowed: boolean, count: number, now: number): void {
+    const units = operation === 'refund' ? -cost : operation === 'consume' && allowed ? cost : 0
     if (units === 0) return
     const { rows, tracked } = this
     for (let t = 0; t < count; t++) {

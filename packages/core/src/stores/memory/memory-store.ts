@@ -127,7 +127,7 @@ export class MemoryStore implements Store {
    */
   private entries: Entry[] = []
   /** Each decision's answers, one per window, reused as `entries` is: the decision copies them out. */
-  private answers: StoreWindowResult[] = []
+  private readonly answers: StoreWindowResult[] = []
   /** The states the last target was found in (statesOf). */
   private lastStates: RuleStates | undefined
 

@@ -1,5 +1,5 @@
 import type { Decision, WindowState } from '../../rules/decision.js'
-import type { Rule } from '../../rules/rules.js'
+import type { Rule, Window } from '../../rules/rules.js'
 import type { StoreOperation, StoreWindowResult } from '../store.js'
 import type { Identifiers, TargetSlot } from './decision-targets.js'
 import { ALLOWED, BLOCKED, SHED } from './evaluate-locally.js'
@@ -36,8 +36,7 @@ export interface DecidesInProcess {
 
 /**
  * The decision `decideLocally`'s bits and answers make: each window reported under the name of
- * the rule of the chain its target belongs to, the latest time a failed window fits as when to
- * retry, and a refusal in dry run answered as allowed.
+ * the rule of the chain its target belongs to.
  */
 export function localDecisionOf(
   call: LocalCall,
@@ -57,22 +56,48 @@ export function localDecisionOf(
   for (let t = 0; t < count; t++) {
     const target = targets[t] as TargetSlot
     const rule = target.link.name
-    const { identifier } = target
     for (const window of target.windows) {
       const answer = answers[i] as StoreWindowResult
-      const failed = !allowed && answer.fitsAtMs > nowMs
-      if (failed && answer.fitsAtMs > retryAt) retryAt = answer.fitsAtMs
-      windows[i++] = {
-        rule,
-        identifier,
-        limit: window.limit,
-        periodMs: window.periodMs,
-        remaining: answer.remaining,
-        resetAtMs: answer.resetAtMs,
-        failed,
-      }
+      const state = windowStateOf(rule, target.identifier, window, answer, allowed, nowMs)
+      if (state.failed && answer.fitsAtMs > retryAt) retryAt = answer.fitsAtMs
+      windows[i++] = state
     }
   }
+  return decisionFrom(call, bits, nowMs, retryAt, windows)
+}
+
+/** A window of a decision as its store answered it: failed when the decision was refused and it did not fit then. */
+export function windowStateOf(
+  rule: string,
+  identifier: string,
+  window: Window,
+  answer: StoreWindowResult,
+  allowed: boolean,
+  nowMs: number,
+): WindowState {
+  return {
+    rule,
+    identifier,
+    limit: window.limit,
+    periodMs: window.periodMs,
+    remaining: answer.remaining,
+    resetAtMs: answer.resetAtMs,
+    failed: !allowed && answer.fitsAtMs > nowMs,
+  }
+}
+
+/**
+ * The decision over its windows, `bits` saying how it went (ALLOWED, SHED, BLOCKED), `retryAt`
+ * the latest time a failed window fits; a refusal in dry run is answered as allowed.
+ */
+export function decisionFrom(
+  call: Pick<LocalCall, 'rule' | 'cost' | 'dryRun'>,
+  bits: number,
+  nowMs: number,
+  retryAt: number,
+  windows: WindowState[],
+): Decision {
+  const allowed = (bits & ALLOWED) !== 0
   if (!allowed && call.dryRun) {
     // Allowed, so nothing to wait for: a client told to retry later would hold back for nothing.
     return { allowed: true, reason: 'dry-run', rule: call.rule.name, cost: call.cost, retryAfterMs: 0, nowMs, windows }
