@@ -9,8 +9,9 @@
 -- text, and a rule's text comes once for all its keys.
 --
 -- KEYS     [the instances key, when ARGV[2] is not ''], [the push's operation key, when ARGV[3]
---          is not ''], then one state key per entry; a fixed-window entry's side key is its key
---          with ':prev' appended, which shares its hash tag and so its Cluster slot
+--          is not ''], then the state keys of the entries, one per entry, those of one Cluster
+--          slot; a fixed-window entry's side key is its key with ':prev' appended, which shares
+--          its hash tag and so its Cluster slot
 -- ARGV     [1] now: ms, or '-' for the server's TIME
 --          [2] 'instance ttl_ms': this process is alive (a sorted set of instances, members
 --              older than ttl_ms dropped), or ''
@@ -22,7 +23,14 @@
 --              units, …', segments in time order, units negative for a refund (0: it only reads).
 --              A bucket's entry may instead hold its units folded, its count then -n: 'first,
 --              last, units, floor, shift, …' (lib/bucket.lua)
--- Reply    server time in ms, the number of live instances (-1 without a heartbeat), then the
+--          [5] '' (or none) when the state keys are all in KEYS; else, on a Cluster, how many keys each slot
+--              of the call holds, 'n,n,…', its keys in slot order: the first slot's in KEYS, the
+--              others' from ARGV[6] on. A call then covers every slot of a master it was sent to,
+--              rather than one (a slot holds about 60 keys of a million): each slot's keys are read
+--              with an MGET of their own, since a command may not cross slots.
+-- Reply    an error 'TG_NONLOCAL <ran before: 0 or 1>' when a slot of the call is not this node's
+--          (the client's map of the Cluster is out of date): the keys are all read before any
+--          is written, so the call wrote nothing. Otherwise server time in ms, the number of live instances (-1 without a heartbeat), then the
 --          entries' values after, each ended by '\n': the value ('' for no key), or '!' and why the
 --          entry failed; then, for each entry that pushed units above a limit, its number (from
 --          1) and those units
@@ -55,67 +63,115 @@ end
 -- Keys of one rule send the same rule text, which is parsed once per call.
 local rule_of = rule_reader({ fw = fixed_window_module, sw = sliding_window_module, tb = bucket_module })
 
+-- The state keys, entry n's at names[offset + n]: KEYS's own, or, when the call covers several
+-- slots, a list of those in KEYS and those after ARGV[5].
+local names, offset = KEYS, first - 1
+if #ARGV > 5 then
+  names, offset = {}, 0
+  for i = first, #KEYS do
+    names[#names + 1] = KEYS[i]
+  end
+  for i = 6, #ARGV do
+    names[#names + 1] = ARGV[i]
+  end
+end
+-- Every key is read, slot by slot, before any is written.
 -- MGET answers nil for a key of another type as for none: write_counter's `absent` tells them apart.
-local values = {}
-if first <= #KEYS then
-  values = call('MGET', unpack(KEYS, first, #KEYS))
+local values, runs = {}, ARGV[5] or ''
+if runs == '' then
+  if offset < #names then
+    values = call('MGET', unpack(names, offset + 1, #names))
+  end
+else
+  local at = 1
+  for run in string.gmatch(runs, '%d+') do
+    local last = at + tonumber(run) - 1
+    -- A slot this node does not serve fails the read, before anything is written: the client
+    -- sends the keys again slot by slot, which follows Redis's redirections.
+    local read = redis.pcall('MGET', unpack(names, at, last))
+    if read.err then
+      return redis.error_reply('TG_NONLOCAL ' .. (ran_before and '1' or '0'))
+    end
+    for i = 1, #read do
+      values[at + i - 1] = read[i]
+    end
+    at = last + 1
+  end
 end
 local s, segments, over, afters = {}, {}, {}, {}
 local items = cjson.decode(ARGV[4])
 local rule, entry, j, size, held = nil, 0, 1, #items, 0
-while j <= size do
-  local item = items[j]
-  if type(item) == 'string' then
-    rule = rule_of(item)
-    j = j + 1
-  else
-    if type(item) ~= 'number' or item % 1 ~= 0 or j + math.abs(item) > size then
-      error('the sync entry at item ' .. j .. ' does not hold its count of numbers: ' .. tostring(item))
-    end
-    entry = entry + 1
-    local name, raw = KEYS[first + entry - 1], values[entry]
-    local folded, count = item < 0, math.abs(item)
-    -- The entry's numbers, copied into the one table every module reads segments from.
-    local copied = ran_before and 0 or count
-    for x = 1, copied do
-      segments[x] = items[j + x]
-    end
-    for x = copied + 1, held do
-      segments[x] = nil
-    end
-    held = copied
-    j = j + count + 1
-    local after, pushed_over = nil, 0
-    if not name then
-      after = '!an entry with no key'
-    elseif not rule then
-      after = '!no rule text before the entry'
-    elseif folded and rule.code ~= 'tb' then
-      after = '!units folded for a rule that is not a bucket'
+-- Set while a key's module runs: a failure then is the key's alone (a key or side key of
+-- another type, read before anything of it is written), and the entries after it go on.
+local keyed = false
+
+-- The entries from item j on. One protected call for them all, not one per key, which cost a
+-- key about as much as its own arithmetic; after a key's failure the next call resumes.
+local function sync_from()
+  while j <= size do
+    local item = items[j]
+    if type(item) == 'string' then
+      rule = rule_of(item)
+      j = j + 1
     else
-      -- A key or side key of another type fails its entry alone: it is read before anything is written.
-      -- Most keys push one segment to a rule of one window, which a counter may add in place.
-      local module, windows = rule.module, rule.windows
-      local ok, added_over, added_after = true, 0, nil
-      if copied == 2 and windows[2] == nil and module.sync_in_window then
-        ok, added_over, added_after = pcall(module.sync_in_window, name, raw, windows[1], now, segments[1], segments[2])
+      if type(item) ~= 'number' or item % 1 ~= 0 or j + math.abs(item) > size then
+        error('the sync entry at item ' .. j .. ' does not hold its count of numbers: ' .. tostring(item))
       end
-      if ok and not added_after then
-        ok, added_over, added_after = pcall(module.sync, name, raw, windows, now, segments, s, folded, not raw)
-      end
-      if ok then
-        pushed_over, after = added_over, added_after
+      entry = entry + 1
+      local name, raw = names[offset + entry], values[entry]
+      local folded, count, at = item < 0, math.abs(item), j
+      j = j + count + 1
+      local after, pushed_over = nil, 0
+      if not name then
+        after = '!an entry with no key'
+      elseif not rule then
+        after = '!no rule text before the entry'
+      elseif folded and rule.code ~= 'tb' then
+        after = '!units folded for a rule that is not a bucket'
       else
-        -- A value never holds a line break; an error's text might.
-        after = '!' .. string.gsub(tostring(type(added_over) == 'table' and added_over.err or added_over), '\n', ' ')
+        local module, windows = rule.module, rule.windows
+        keyed = true
+        -- Most keys push one segment to a rule of one window, which a counter may add in place.
+        if count == 2 and not ran_before and windows[2] == nil and module.sync_in_window then
+          local added_over, added_after = module.sync_in_window(name, raw, windows[1], now, items[at + 1], items[at + 2])
+          if added_after then
+            pushed_over, after = added_over, added_after
+          end
+        end
+        if not after then
+          -- The entry's numbers, copied into the one table every module reads segments from.
+          local copied = ran_before and 0 or count
+          for x = 1, copied do
+            segments[x] = items[at + x]
+          end
+          for x = copied + 1, held do
+            segments[x] = nil
+          end
+          held = copied
+          pushed_over, after = module.sync(name, raw, windows, now, segments, s, folded, not raw)
+        end
+        keyed = false
       end
-    end
-    afters[entry] = after
-    if pushed_over > 0 then
-      over[#over + 1] = entry
-      over[#over + 1] = pushed_over
+      afters[entry] = after
+      if pushed_over > 0 then
+        over[#over + 1] = entry
+        over[#over + 1] = pushed_over
+      end
     end
   end
+end
+
+while true do
+  local ok, failure = pcall(sync_from)
+  if ok then
+    break
+  end
+  if not keyed then
+    error(failure, 0)
+  end
+  keyed = false
+  -- A value never holds a line break; an error's text might.
+  afters[entry] = '!' .. string.gsub(tostring(type(failure) == 'table' and failure.err or failure), '\n', ' ')
 end
 afters[entry + 1] = ''
 reply[3] = table.concat(afters, '\n')

@@ -42,6 +42,9 @@ for await (const line of createInterface({ input: process.stdin })) {
     client = setup.cluster
       ? new Cluster(setup.urls.map((url) => ({ host: '127.0.0.1', port: Number(new URL(url).port) })))
       : new Redis(setup.urls[0] as string)
+    // Connected before its keys are decided on, as a server's store has long been by its first
+    // sync: on a Cluster, the client then knows which master serves which slot.
+    await client.ping()
     // The measure syncs when it says: no timer. A sync of a million keys takes seconds, in calls
     // that keep answering, which is not a failure.
     store = new HybridStore({ client, autoSync: false, onWarning: () => {} })

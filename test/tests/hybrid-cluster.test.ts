@@ -2,11 +2,13 @@ import { createLimiter, HybridStore, type Limiter, RedisStore, type RulesOptions
 import calculateSlot from 'cluster-key-slot'
 import { type Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { syncScript } from '../../packages/core/src/scripts/generated.js'
 import { ManualClock } from '../src/manual-clock.js'
 import {
   clusterClient,
   clusterMasters,
   masterOfSlot,
+  migrateSlot,
   type SpawnedCluster,
   spawnRedisCluster,
   waitReady,
@@ -38,7 +40,7 @@ describe('HybridStore on a Redis Cluster', () => {
     await cluster?.stop()
   })
 
-  it('syncs keys of every slot, chunk by slot, and RedisStore on the Cluster reads the totals', async () => {
+  it("syncs keys of every slot, a master's keys a call, and RedisStore on the Cluster reads the totals", async () => {
     const clock = new ManualClock(T0)
     const stores = [0, 1].map(() => new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'hc:' }))
     const limiters: Limiter[] = stores.map((store) => createLimiter({ store, rules, onWarning: () => {} }))
@@ -50,9 +52,12 @@ describe('HybridStore on a Redis Cluster', () => {
       }
     }
     for (const store of stores) {
+      const calls = await scriptCalls(cluster)
       const report = await store.syncNow()
       expect(report.error).toBeUndefined()
       expect(report.keys).toBe(users.length + 1)
+      // 61 keys in about as many slots: one call per master, and the heartbeat's.
+      expect((await scriptCalls(cluster)) - calls).toBe(3 + 1)
     }
     const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hc:' }), rules })
     for (const user of users) {
@@ -80,6 +85,119 @@ describe('HybridStore on a Redis Cluster', () => {
     expect(held).toBe(users.length + 2)
     await Promise.all([...limiters, redis].map((l) => l.close()))
   }, 60_000)
+
+  it('a slot moved under a running process: the call that meets it writes nothing, the next sync goes slot by slot, and every unit counts once', async () => {
+    // Its own client, which learns the Cluster's map only from Redis's redirections.
+    const own = clusterClient(cluster, { slotsRefreshInterval: 0 })
+    await waitReady(own)
+    const clock = new ManualClock(T0)
+    const hour = {
+      f: { algorithm: 'fixed-window', windows: [{ limit: 1_000_000, period: '1h' }] },
+    } satisfies RulesOptions
+    const store = new HybridStore({ client: own, clock: clock.now, autoSync: false, prefix: 'hm:' })
+    const limiter = createLimiter({ store, rules: hour, onWarning: () => {} })
+    const users = Array.from({ length: 300 }, (_, i) => `user:${i}`)
+    const round = async (cost: number) => {
+      for (const user of users) expect((await limiter.consume('f', user, { cost })).allowed).toBe(true)
+    }
+    await round(1)
+    expect((await store.syncNow()).error).toBeUndefined()
+    const keys = new Map<string, string>()
+    for (const master of await clusterMasters(cluster)) {
+      const node = new Redis(master.url)
+      // The users' state keys: not the heartbeat's, nor the pushes' operation keys.
+      for (const { key } of await keysWithTtl(node, 'hm:'))
+        if (key.includes('{user:') && !holdsNoState(key)) keys.set(key, master.url)
+      node.disconnect()
+    }
+    expect(keys.size).toBe(users.length)
+    const [moving, fromUrl] = [...keys][0] as [string, string]
+    const slot = calculateSlot(moving)
+    const masters = await clusterMasters(cluster)
+    const from = masters.find((master) => master.url === fromUrl)
+    const to = masters.find((master) => master.url !== fromUrl)
+    if (!from || !to) throw new Error('no two masters')
+    await migrateSlot(cluster, slot, from, to)
+    try {
+      await round(2)
+      const calls = await scriptCalls(cluster)
+      const moved = await store.syncNow()
+      // The stale map is no failure: the call to the old master wrote nothing and says so.
+      expect(moved.error).toBeUndefined()
+      expect((await scriptCalls(cluster)) - calls).toBe(3 + 1)
+      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hm:' }), rules: hour })
+      const used = async () => {
+        const units: number[] = []
+        for (const user of users) units.push(1_000_000 - ((await redis.peek('f', user)).windows[0]?.remaining ?? 0))
+        return units
+      }
+      // Keys the old master served took nothing at that sync; the others took their 2 more.
+      const masterOf = (user: string) => [...keys].find(([key]) => key.includes(`{${user}}`))?.[1]
+      const onFrom = users.map((user) => masterOf(user) === fromUrl)
+      expect(onFrom.filter(Boolean).length).toBeGreaterThan(0)
+      expect(await used()).toEqual(onFrom.map((stale) => (stale ? 1 : 3)))
+      // Slot by slot, Redis's redirections route each call: every key then holds its 3 units.
+      expect((await store.syncNow()).error).toBeUndefined()
+      expect(await used()).toEqual(users.map(() => 3))
+      // And the map learned, a sync goes by master again.
+      await round(1)
+      const before = await scriptCalls(cluster)
+      expect((await store.syncNow()).error).toBeUndefined()
+      expect((await scriptCalls(cluster)) - before).toBe(3 + 1)
+      expect(await used()).toEqual(users.map(() => 4))
+      await redis.close()
+    } finally {
+      await limiter.close()
+      own.disconnect()
+      await migrateSlot(cluster, slot, to, from)
+    }
+  }, 60_000)
+
+  it("the sync script reads a call's slots before it writes: a slot not its node's writes nothing and says whether the push had run", async () => {
+    const masters = await clusterMasters(cluster)
+    const owners = new Map<number, number>()
+    const ownerOf = async (key: string) => {
+      const slot = calculateSlot(key)
+      if (!owners.has(slot)) owners.set(slot, (await masterOfSlot(cluster, slot)).port)
+      return owners.get(slot) as number
+    }
+    // Two keys of one master in two slots, and one of another master.
+    const candidates = Array.from({ length: 64 }, (_, i) => `hx:r:{k${i}}:fw`)
+    const first = candidates[0] as string
+    const home = await ownerOf(first)
+    let sameNode: string | undefined
+    let otherNode: string | undefined
+    for (const key of candidates.slice(1)) {
+      const port = await ownerOf(key)
+      if (port === home && calculateSlot(key) !== calculateSlot(first)) sameNode ??= key
+      if (port !== home) otherNode ??= key
+    }
+    if (!sameNode || !otherNode) throw new Error('no keys on the masters wanted')
+    const node = new Redis((masters.find((master) => master.port === home) as { url: string }).url)
+    const operation = 'hx:op:{k0}'
+    const now = T0 + 1_000
+    const items = JSON.stringify(['fw 10 60000', 2, now, 1, 2, now, 1])
+    const sync = (stranger: string) =>
+      node.eval(syncScript.lua, 2, operation, first, String(now), '', '1', items, '1,1', stranger)
+    try {
+      // Both slots this node's: both keys written, each slot read on its own.
+      const reply = (await sync(sameNode)) as unknown[]
+      expect(String(reply[2]).split('\n').slice(0, 2)).toEqual([`${T0 + 60_000}11`, `${T0 + 60_000}11`])
+      await node.del(operation, first)
+      await node.del(sameNode)
+      // A slot of another master: nothing written, the operation not marked as run.
+      await expect(sync(otherNode)).rejects.toThrow(/^TG_NONLOCAL 0/)
+      expect(await node.exists(first, operation)).toBe(0)
+      // Sent again after it ran: it says so, and writes nothing more.
+      await node.set(operation, '1')
+      await expect(sync(otherNode)).rejects.toThrow(/^TG_NONLOCAL 1/)
+      expect(await node.exists(first)).toBe(0)
+    } finally {
+      await node.del(operation, first)
+      await node.del(sameNode)
+      node.disconnect()
+    }
+  })
 
   it('strict mode: decisions over two slots never pass a limit, a refusal charges no slot, and close gives every slice back', async () => {
     const clock = new ManualClock(T0)
@@ -173,3 +291,16 @@ describe('HybridStore on a Redis Cluster', () => {
     60_000,
   )
 })
+
+/** EVALSHA and EVAL calls run on the Cluster's masters so far, as their command stats count them. */
+async function scriptCalls(cluster: SpawnedCluster): Promise<number> {
+  let calls = 0
+  for (const master of await clusterMasters(cluster)) {
+    const node = new Redis(master.url)
+    const stats = await node.info('commandstats')
+    node.disconnect()
+    for (const name of ['evalsha', 'eval'])
+      calls += Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
+  }
+  return calls
+}

@@ -9,7 +9,14 @@ import { PushedAlone } from './pushed-alone.js'
 import type { RedisLink } from './redis-link.js'
 import type { RowList } from './row-list.js'
 import { usedOf, withUnits } from './segments.js'
-import { type ChunkAnswer, type ChunkOutcome, chunkArguments, pushEntries, readChunkReply } from './sync-wire.js'
+import {
+  type ChunkAnswer,
+  type ChunkOutcome,
+  chunkArguments,
+  nonLocalOf,
+  pushEntries,
+  readChunkReply,
+} from './sync-wire.js'
 
 /** Expired keys the sync looks at per run to drop them, beside pushing: the sweep goes round in slices. */
 const SWEEP_PER_SYNC = 10_000
@@ -40,6 +47,12 @@ export class ApproximateSync {
   private readonly alone: PushedAlone
   /** Pushes whose calls failed, their units still `sending`: sent again as they were at the next sync. */
   private readonly doubtful: DoubtfulPush[] = []
+  /**
+   * Set when a call met a slot its master no longer serves (the client's map of the Cluster is
+   * out of date): the next sync's calls each hold one slot, which the client routes by Redis's
+   * redirections, learning the new map.
+   */
+  private slotBySlot = false
 
   constructor(
     private readonly link: RedisLink,
@@ -76,18 +89,21 @@ export class ApproximateSync {
     })
     let pushedUnits = 0
     for (const row of batch) pushedUnits += this.sendingUnitsOf(row)
-    const names = this.link.cluster ? batch.map((row) => rows.key(row)) : undefined
+    const slotsPerCall = this.slotBySlot ? 'slot' : 'master'
+    this.slotBySlot = false
     return {
       size: batch.length,
       pushedUnits,
-      names,
-      nameOf: names ? (at) => names[at] as string : (at) => rows.key(batch[at] as number),
-      send: (indices, keys, heartbeat) =>
+      nameOf: (at) => rows.key(batch[at] as number),
+      slotOf: (at) => rows.slot(batch[at] as number),
+      slotsPerCall,
+      send: (indices, keys, heartbeat, slotRuns) =>
         this.sendChunk(
           indices.map((at) => batch[at] as number),
           keys,
           time,
           heartbeat,
+          slotRuns,
         ),
       resend: () => {
         this.alone.resendDoubtful()
@@ -159,6 +175,7 @@ export class ApproximateSync {
     keys: string[],
     time: string,
     heartbeat: [string, string] | undefined,
+    slotRuns: readonly number[],
   ): Promise<ChunkOutcome | Error> {
     const { rows } = this
     // A row may be given to another key before the answer comes: the answer is the key's.
@@ -166,7 +183,14 @@ export class ApproximateSync {
     // Only a push needs one: a chunk that only reads writes nothing that could count twice.
     const pushes = chunk.some((row) => rows.units.isSending(row))
     const operationKey = pushes ? operationKeyBeside(this.config.prefix, keys[0] as string) : undefined
-    const { keyCount, keysAndArgs } = chunkArguments(pushEntries(rows, chunk), keys, time, heartbeat, operationKey)
+    const { keyCount, keysAndArgs } = chunkArguments(
+      pushEntries(rows, chunk),
+      keys,
+      time,
+      heartbeat,
+      operationKey,
+      slotRuns,
+    )
     return this.sendPush({ chunk, generations, keys, time, keyCount, keysAndArgs, since: performance.now() })
   }
 
@@ -186,6 +210,18 @@ export class ApproximateSync {
     try {
       answer = readChunkReply(await this.link.sent(push.keyCount, push.keysAndArgs), keys)
     } catch (error) {
+      const nonLocal = nonLocalOf(error)
+      if (nonLocal !== undefined) {
+        // The node answered, and wrote nothing of this call: a map out of date, not a failure.
+        this.slotBySlot = true
+        for (const [i, row] of chunk.entries()) {
+          // Sent again after a lost reply, the push had run: its units are in Redis, only the
+          // totals after it are not known here yet (the key's next sync reads them).
+          if (!nonLocal.ranBefore) this.requeue(row, generations[i] as number)
+          else if (rows.holds(row, generations[i] as number)) rows.units.endSending(row)
+        }
+        return { overAdmitted: 0, instances: undefined }
+      }
       // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
       if (chunk.length > 0 && resendAsItWas(error, push.since)) this.doubtful.push(push)
       else for (const [i, row] of chunk.entries()) this.requeue(row, generations[i] as number)

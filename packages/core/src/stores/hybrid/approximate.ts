@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot'
 import type { Decision } from '../../rules/decision.js'
 import type { AlgorithmName, Window } from '../../rules/rules.js'
 import { TollgateError } from '../../support/errors.js'
@@ -21,7 +22,7 @@ import type { Outage } from './outage.js'
 import type { RedisLink } from './redis-link.js'
 import { RowList } from './row-list.js'
 import { record } from './segments.js'
-import { chunkArguments, chunksOf, readChunkReply, SyncEntries } from './sync-wire.js'
+import { chunkArguments, chunksOf, rangesOf, readChunkReply, SyncEntries } from './sync-wire.js'
 
 /**
  * Syncs a decision on a key the table has no room for waits through, each pushing what the rows
@@ -216,7 +217,10 @@ export class ApproximateMode implements HybridMode {
     const totals: Totals[] = new Array(targets.length)
     try {
       await Promise.all(
-        chunksOf(names, link.cluster).map(async (indices) => {
+        (link.cluster
+          ? chunksOf(names.length, (at) => calculateSlot(names[at] as string))
+          : rangesOf(names.length)
+        ).map(async ({ indices }) => {
           const keys = indices.map((at) => names[at] as string)
           const entries = new SyncEntries()
           for (const at of indices) {

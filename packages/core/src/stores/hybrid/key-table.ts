@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot'
 import type { Algorithm } from '../../algorithms/algorithm.js'
 import { algorithms } from '../../algorithms/index.js'
 import type { KeyBuilder } from '../../rules/keys.js'
@@ -61,6 +62,8 @@ export class KeyTable {
   private values = new Float64Array(0)
   private expiries = new Float64Array(0)
   private synced = new Float64Array(0)
+  /** Each row's Cluster slot plus one; 0 until asked for (`slot`). */
+  private slots = new Uint16Array(0)
   private readonly wide = new Map<number, number[]>()
   /** Units admitted here that Redis has not taken yet, by row. */
   readonly units = new RowUnits()
@@ -115,6 +118,15 @@ export class KeyTable {
   key(row: number): string {
     const shape = this.shape(row)
     return this.keys.key(shape.rule, shape.algorithm, this.identifiers[row] as string)
+  }
+
+  /** The key's Cluster slot, found once per key: a sync on a Cluster groups its keys by master, then slot. */
+  slot(row: number): number {
+    const known = this.slots[row] as number
+    if (known !== 0) return known - 1
+    const slot = calculateSlot(this.key(row))
+    this.slots[row] = slot + 1
+    return slot
   }
 
   shape(row: number): Shape {
@@ -186,6 +198,7 @@ export class KeyTable {
     this.flags[row] = 0
     this.expiries[row] = 0
     this.synced[row] = 0
+    this.slots[row] = 0
     return row
   }
 
@@ -346,6 +359,7 @@ export class KeyTable {
       this.values = grown(this.values, new Float64Array(capacity * INLINE))
       this.expiries = grown(this.expiries, new Float64Array(capacity))
       this.synced = grown(this.synced, new Float64Array(capacity))
+      this.slots = grown(this.slots, new Uint16Array(capacity))
       this.units.grow(capacity)
     }
     return row

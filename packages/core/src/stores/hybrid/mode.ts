@@ -53,18 +53,21 @@ export interface SyncBatch {
   readonly size: number
   /** Units the batch pushes, refunds subtracted. */
   readonly pushedUnits: number
-  /**
-   * The keys' names, when built up front (strict mode, and a Cluster, whose calls group keys by
-   * slot); else undefined and built as each chunk goes out, so that a sync of a million keys does
-   * not hold them all at once.
-   */
-  readonly names: readonly string[] | undefined
+  /** The key's name, built as its chunk goes out, so that a sync of a million keys does not hold them all at once. */
   nameOf(at: number): string
-  /** Sends the keys at `indices` (named `keys`), the heartbeat with them if given. */
+  /** The key's Cluster slot, by which a sync on a Cluster groups its keys. */
+  slotOf(at: number): number
+  /**
+   * What one call of a sync may cover on a Cluster: a master's keys, whatever their slots (the
+   * sync script reads each slot apart), or one slot's (the lease script's calls).
+   */
+  readonly slotsPerCall: 'master' | 'slot'
+  /** Sends the keys at `indices` (named `keys`), the heartbeat with them if given; `slotRuns` as `Chunk`'s. */
   send(
     indices: readonly number[],
     keys: string[],
     heartbeat: [string, string] | undefined,
+    slotRuns: readonly number[],
   ): Promise<ChunkOutcome | Error>
   /** Calls that failed at an earlier sync, sent again as they were: each with its first key, which tells its node. */
   resend(): Array<{ key: string; outcome: Promise<ChunkOutcome | Error>; pushedUnits: number }>

@@ -36,9 +36,8 @@ export class NodeHealth {
     return this.cluster ? this.masterOfSlot(calculateSlot(key)) : ''
   }
 
-  private masterOfSlot(slot: number): string | undefined {
-    return this.connection.masterOfSlot(slot)
-  }
+  /** The master serving `slot` as the client last learned it; undefined while it knows none, and off a Cluster. */
+  readonly masterOfSlot = (slot: number): string | undefined => this.connection.masterOfSlot(slot)
 
   /** Whether any node's last exchange failed. */
   get failing(): boolean {

@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot'
 import type { AlgorithmName } from '../../rules/rules.js'
 import { leaseScript } from '../../scripts/generated.js'
 import { operationKeyBeside } from '../shared/operations.js'
@@ -85,8 +86,9 @@ export class StrictMode implements HybridMode {
     return {
       size: leases.length,
       pushedUnits: 0,
-      names,
       nameOf: (at) => names[at] as string,
+      slotOf: (at) => calculateSlot(names[at] as string),
+      slotsPerCall: 'slot',
       send: (indices, keys, heartbeat) =>
         this.exchange.syncChunk(
           indices.map((at) => leases[at] as Lease),

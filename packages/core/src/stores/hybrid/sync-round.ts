@@ -59,22 +59,24 @@ export class SyncRounds {
     // Alive for three periods: a process whose syncs run slow is still counted between them.
     const alive = 3 * Math.max(this.config.syncIntervalMs, this.periodMs)
     const heartbeat: [string, string] = [link.heartbeatKey, `${link.instance} ${alive}`]
-    // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one slot, or
-    // with nothing to sync, it goes alone.
-    const calls: Array<{ indices: number[]; heartbeat: boolean }> = (
-      batch.names ? chunksOf(batch.names, link.cluster) : rangesOf(batch.size)
-    ).map((indices, i) => ({ indices, heartbeat: i === 0 && !link.cluster }))
-    if (link.cluster || calls.length === 0) calls.unshift({ indices: [], heartbeat: true })
+    // The heartbeat rides with the first chunk; on a Cluster, whose chunks each hold one master's
+    // keys or one slot's, or with nothing to sync, it goes alone.
+    const chunks = link.cluster
+      ? chunksOf(batch.size, batch.slotOf, batch.slotsPerCall === 'master' ? link.health.masterOfSlot : undefined)
+      : rangesOf(batch.size)
+    const calls = chunks.map((chunk, i) => ({ chunk, heartbeat: i === 0 && !link.cluster }))
+    if (link.cluster || calls.length === 0) calls.unshift({ chunk: { indices: [], slotRuns: [] }, heartbeat: true })
     this.readEachSyncKeys()
-    const firstKeys = calls.map((call) =>
-      call.indices.length > 0 ? batch.nameOf(call.indices[0] as number) : link.heartbeatKey,
+    const firstKeys = calls.map(({ chunk }) =>
+      chunk.indices.length > 0 ? batch.nameOf(chunk.indices[0] as number) : link.heartbeatKey,
     )
     // Calls whose master the client has not learned yet (it connects on its first command) count as one node.
     const order = inTurnByNode(firstKeys.map((key) => link.health.masterOf(key) ?? ''))
     const outcomes = startInTurn(
       calls.map(
-        (call) => () =>
-          batch.send(call.indices, call.indices.map(batch.nameOf), call.heartbeat ? heartbeat : undefined),
+        ({ chunk, heartbeat: carries }) =>
+          () =>
+            batch.send(chunk.indices, chunk.indices.map(batch.nameOf), carries ? heartbeat : undefined, chunk.slotRuns),
       ),
       order,
     )

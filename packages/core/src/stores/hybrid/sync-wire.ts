@@ -1,13 +1,13 @@
+import { isReplyError } from '../../redis-clients/reply-errors.js'
 import type { AlgorithmName, Window } from '../../rules/rules.js'
 import { describeValue, TollgateError } from '../../support/errors.js'
-import { groupBySlot } from '../shared/cluster-slots.js'
 import { SCRIPT_ALGORITHM } from '../shared/redis-wire.js'
 import { isFolded } from './bucket-fold.js'
 import type { KeyTable } from './key-table.js'
 
 /**
  * What travels between a HybridStore and lua/sync.lua: keys in chunks of at most MAX_CHUNK, one
- * script call each (per Cluster slot), and their answers.
+ * script call each (per Cluster master), and their answers.
  */
 
 /** Keys per script call: a call holds Redis for about this many keys' work. */
@@ -55,12 +55,12 @@ export function ruleTextOf(algorithm: AlgorithmName, windows: readonly Window[])
 }
 
 /** The indices of `count` keys as chunks of at most MAX_CHUNK (one Redis server: no slots to keep apart). */
-export function rangesOf(count: number): number[][] {
-  const chunks: number[][] = []
+export function rangesOf(count: number): Chunk[] {
+  const chunks: Chunk[] = []
   for (let at = 0; at < count; at += MAX_CHUNK) {
-    const chunk: number[] = new Array(Math.min(MAX_CHUNK, count - at))
-    for (let i = 0; i < chunk.length; i++) chunk[i] = at + i
-    chunks.push(chunk)
+    const indices: number[] = new Array(Math.min(MAX_CHUNK, count - at))
+    for (let i = 0; i < indices.length; i++) indices[i] = at + i
+    chunks.push({ indices, slotRuns: [] })
   }
   return chunks
 }
@@ -124,16 +124,64 @@ export function startInTurn<T>(
 }
 
 /**
- * The keys, by their `names`, as chunks of their indices: one Cluster slot per chunk (a script
- * runs on one slot), at most MAX_CHUNK keys each.
+ * A call's keys: their indices, and, for a call that covers several Cluster slots, how many of its
+ * keys each slot holds, the keys in slot order (lua/sync.lua reads each slot's keys apart).
  */
-export function chunksOf(names: readonly string[], cluster: boolean): number[][] {
-  const groups = cluster ? groupBySlot(names) : [names.map((_, i) => i)]
-  const chunks: number[][] = []
-  for (const group of groups) {
-    for (let at = 0; at < group.length; at += MAX_CHUNK) chunks.push(group.slice(at, at + MAX_CHUNK))
+export interface Chunk {
+  readonly indices: number[]
+  /** Keys per slot, in order; empty for keys read together (one server, or one slot). */
+  readonly slotRuns: readonly number[]
+}
+
+/**
+ * A Cluster's `count` keys, by their slots, as chunks of at most MAX_CHUNK, each in the keys'
+ * order: with `masterOfSlot`, each chunk keys of one master, whatever their slots (a slot holds
+ * about 60 keys of a million: a call per slot would cost more than its keys); without it, keys of
+ * one slot. A chunk's keys go in slot order, each slot's together.
+ */
+export function chunksOf(
+  count: number,
+  slotOf: (at: number) => number,
+  masterOfSlot?: (slot: number) => string | undefined,
+): Chunk[] {
+  const slots = new Int32Array(count)
+  const chunks: Chunk[] = []
+  // Keys taken in their order, which is the order the key table holds them in: taken in slot
+  // order across the whole sync, a sync read its table out of order and cost the process twice
+  // as much per key.
+  const filling = new Map<string, number[]>()
+  for (let at = 0; at < count; at++) {
+    const slot = slotOf(at)
+    slots[at] = slot
+    const node = masterOfSlot?.(slot) ?? `slot ${slot}`
+    let indices = filling.get(node)
+    if (indices === undefined) {
+      indices = []
+      filling.set(node, indices)
+    }
+    indices.push(at)
+    if (indices.length === MAX_CHUNK) {
+      chunks.push(bySlot(indices, slots))
+      filling.delete(node)
+    }
   }
+  for (const indices of filling.values()) chunks.push(bySlot(indices, slots))
   return chunks
+}
+
+/** A chunk's keys in slot order, and how many each slot holds; one slot's read together, as off a Cluster. */
+function bySlot(indices: number[], slots: Int32Array): Chunk {
+  indices.sort((a, b) => (slots[a] as number) - (slots[b] as number) || a - b)
+  const slotRuns: number[] = []
+  let run = 0
+  for (let k = 0; k < indices.length; k++) {
+    run++
+    if (k + 1 === indices.length || slots[indices[k + 1] as number] !== slots[indices[k] as number]) {
+      slotRuns.push(run)
+      run = 0
+    }
+  }
+  return { indices, slotRuns: slotRuns.length > 1 ? slotRuns : [] }
 }
 
 /**
@@ -197,7 +245,9 @@ export function pushEntries(rows: KeyTable, chunk: readonly number[]): string[] 
  * The script's KEYS and ARGV for a chunk: `time` is ms or '-' (server TIME); `heartbeat` is
  * `[instancesKey, 'instance ttl']` when the chunk says this process is alive; `operationKey`
  * makes its push apply once however often it is sent (lua/lib/operation.lua); `names` are the
- * chunk's keys in Redis and `entries` theirs in ARGV (`SyncEntries`).
+ * chunk's keys in Redis and `entries` theirs in ARGV (`SyncEntries`); `slotRuns` the chunk's
+ * (`Chunk`): the keys of its first slot go in KEYS, which Redis and the client route the call by,
+ * and the others after ARGV.
  */
 export function chunkArguments(
   entries: readonly string[],
@@ -205,14 +255,35 @@ export function chunkArguments(
   time: string,
   heartbeat: readonly [string, string] | undefined,
   operationKey: string | undefined,
+  slotRuns: readonly number[] = [],
 ): { keyCount: number; keysAndArgs: string[] } {
-  const keys: string[] = []
-  if (heartbeat) keys.push(heartbeat[0])
-  if (operationKey !== undefined) keys.push(operationKey)
-  for (const name of names) keys.push(name)
+  const declared = slotRuns.length > 0 ? (slotRuns[0] as number) : names.length
+  const words: string[] = []
+  if (heartbeat) words.push(heartbeat[0])
+  if (operationKey !== undefined) words.push(operationKey)
+  for (let i = 0; i < declared; i++) words.push(names[i] as string)
+  const keyCount = words.length
   // One text for every entry: an argument per key would cost the client and Redis as much as the key.
-  keys.push(time, heartbeat ? heartbeat[1] : '', operationKey === undefined ? '' : '1', `[${entries.join(',')}]`)
-  return { keyCount: keys.length - 4, keysAndArgs: keys }
+  words.push(
+    time,
+    heartbeat ? heartbeat[1] : '',
+    operationKey === undefined ? '' : '1',
+    `[${entries.join(',')}]`,
+    slotRuns.length > 0 ? slotRuns.join(',') : '',
+  )
+  for (let i = declared; i < names.length; i++) words.push(names[i] as string)
+  return { keyCount, keysAndArgs: words }
+}
+
+/**
+ * Whether a call's failure is the sync script's 'TG_NONLOCAL' (lua/sync.lua): a slot of the call
+ * was not its node's, and the call wrote nothing of its own; `ranBefore` when the call had run
+ * already (sent again after a lost reply), so that its push is in Redis.
+ */
+export function nonLocalOf(error: unknown): { ranBefore: boolean } | undefined {
+  if (!isReplyError(error)) return undefined
+  const match = /^TG_NONLOCAL ([01])/.exec((error as Error).message)
+  return match ? { ranBefore: match[1] === '1' } : undefined
 }
 
 /** The script's reply read back for the chunk's `keys`; throws TG_STORE for one that does not parse. */
