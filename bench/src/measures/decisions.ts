@@ -1,10 +1,11 @@
-import { type BenchConfig, LIMIT_NEVER_REACHED, LIMIT_OVER, PERIOD_MS } from '../config.js'
-import type { Contender, Decider, RuleShape } from '../contenders/contender.js'
+import { LineChild } from '../child-process.js'
+import { type BenchConfig, LIMIT_NEVER_REACHED, LIMIT_OVER } from '../config.js'
+import type { Contender, RuleShape } from '../contenders/contender.js'
 import { CONTENDERS } from '../contenders/index.js'
-import { driveFor } from '../drive.js'
+import type { DriveResult } from '../drive.js'
 import { redisCpuSeconds } from '../redis-info.js'
 import { rotate } from '../stats.js'
-import { identifiersOf, type KeySpread } from '../workload.js'
+import type { KeySpread } from '../workload.js'
 import type { MeasureContext } from './context.js'
 
 export interface DecisionScenario {
@@ -49,78 +50,89 @@ export function decisionUnits(config: BenchConfig): number {
 }
 
 /**
- * Measure 1: decisions per second at each library's own API. Per scenario every contender is
- * set up, warmed up once, then measured `repetitions` times in an order rotated each repetition,
- * with Redis flushed before each measurement.
+ * Measure 1: decisions per second at each library's own API. Each contender decides in a process
+ * of its own per rule shape (decisions-worker.ts), as a server holds its one limiter. Per scenario
+ * every contender is set up, warmed up once, then measured `repetitions` times in an order rotated
+ * each repetition, with Redis flushed before each measurement.
  */
 export async function measureDecisions(context: MeasureContext): Promise<DecisionCell[]> {
-  const { config, client, admin, progress } = context
+  const { config, admin, progress, redisUrl } = context
   const phase = progress.phase('decisions/s', decisionUnits(config))
   const cells: DecisionCell[] = []
-  for (const scenario of decisionScenarios(config)) {
-    const contenders = contendersFor(scenario.shape)
-    const ids = identifiersOf(scenario.shape, scenario.spread)
-    const deciders = new Map<string, Decider>()
-    const byContender = new Map<string, DecisionCell>()
-    const where = `${scenario.shape}, ${scenario.spread}, ${scenario.inFlight} in flight`
-    for (const contender of contenders) {
-      deciders.set(
-        contender.id,
-        await contender.setup({
-          client: contender.store === 'redis' || contender.syncsWithRedis ? client : undefined,
+  let workers: { shape: RuleShape; byContender: Map<string, LineChild> } | undefined
+  try {
+    for (const scenario of decisionScenarios(config)) {
+      const contenders = contendersFor(scenario.shape)
+      if (workers?.shape !== scenario.shape) {
+        if (workers) await closeAll(workers.byContender)
+        workers = {
           shape: scenario.shape,
-          limit: scenario.spread === 'hot-over-limit' ? LIMIT_OVER : LIMIT_NEVER_REACHED,
-          periodMs: PERIOD_MS,
-        }),
-      )
-      const cell: DecisionCell = {
-        ...scenario,
-        contender: contender.id,
-        perSecond: [],
-        clientCpuUs: [],
-        redisCpuUs: [],
-        decisions: 0,
-        refused: 0,
-        errors: 0,
+          byContender: new Map(
+            contenders.map((contender) => [
+              contender.id,
+              new LineChild('decisions-worker.ts', [contender.id, redisUrl, scenario.shape]),
+            ]),
+          ),
+        }
       }
-      byContender.set(contender.id, cell)
-      cells.push(cell)
-    }
-    for (const contender of contenders) {
-      phase.note(`warm-up ${contender.id} (${where})`)
-      await admin.flushall()
-      const decider = deciders.get(contender.id) as Decider
-      await driveFor(decider, ids, scenario.inFlight, config.decisions.warmupMs)
-      await decider.settle?.()
-      phase.tick()
-    }
-    for (let rep = 0; rep < config.decisions.repetitions; rep++) {
-      for (const contender of rotate(contenders, rep)) {
-        phase.note(`${contender.id} (${where}) rep ${rep + 1}`)
+      const { byContender: processes } = workers
+      const workerOf = (contender: Contender) => processes.get(contender.id) as LineChild
+      const byContender = new Map<string, DecisionCell>()
+      const where = `${scenario.shape}, ${scenario.spread}, ${scenario.inFlight} in flight`
+      const limit = scenario.spread === 'hot-over-limit' ? LIMIT_OVER : LIMIT_NEVER_REACHED
+      await Promise.all(contenders.map((contender) => workerOf(contender).request(`setup ${scenario.spread} ${limit}`)))
+      for (const contender of contenders) {
+        const cell: DecisionCell = {
+          ...scenario,
+          contender: contender.id,
+          perSecond: [],
+          clientCpuUs: [],
+          redisCpuUs: [],
+          decisions: 0,
+          refused: 0,
+          errors: 0,
+        }
+        byContender.set(contender.id, cell)
+        cells.push(cell)
+      }
+      for (const contender of contenders) {
+        phase.note(`warm-up ${contender.id} (${where})`)
         await admin.flushall()
-        const redisBefore = await redisCpuSeconds(admin)
-        const run = await driveFor(
-          deciders.get(contender.id) as Decider,
-          ids,
-          scenario.inFlight,
-          config.decisions.measureMs,
-        )
-        const redisUsed = (await redisCpuSeconds(admin)) - redisBefore
-        // Its sync of the measured decisions runs now, between measurements, not in the next one.
-        await deciders.get(contender.id)?.settle?.()
-        const cell = byContender.get(contender.id) as DecisionCell
-        cell.perSecond.push(run.decisions / run.seconds)
-        cell.clientCpuUs.push((run.cpuSeconds / Math.max(1, run.decisions)) * 1e6)
-        cell.redisCpuUs.push((redisUsed / Math.max(1, run.decisions)) * 1e6)
-        cell.decisions += run.decisions
-        cell.refused += run.decisions - run.admitted
-        cell.errors += run.errors
-        if (run.firstError !== undefined && cell.firstError === undefined) cell.firstError = String(run.firstError)
+        await workerOf(contender).request(`drive ${config.decisions.warmupMs} ${scenario.inFlight}`)
+        await workerOf(contender).request('settle')
         phase.tick()
       }
+      for (let rep = 0; rep < config.decisions.repetitions; rep++) {
+        for (const contender of rotate(contenders, rep)) {
+          phase.note(`${contender.id} (${where}) rep ${rep + 1}`)
+          await admin.flushall()
+          const redisBefore = await redisCpuSeconds(admin)
+          const run = await workerOf(contender).request<DriveResult>(
+            `drive ${config.decisions.measureMs} ${scenario.inFlight}`,
+          )
+          const redisUsed = (await redisCpuSeconds(admin)) - redisBefore
+          // Its sync of the measured decisions runs now, between measurements, not in the next one.
+          await workerOf(contender).request('settle')
+          const cell = byContender.get(contender.id) as DecisionCell
+          cell.perSecond.push(run.decisions / run.seconds)
+          cell.clientCpuUs.push((run.cpuSeconds / Math.max(1, run.decisions)) * 1e6)
+          cell.redisCpuUs.push((redisUsed / Math.max(1, run.decisions)) * 1e6)
+          cell.decisions += run.decisions
+          cell.refused += run.decisions - run.admitted
+          cell.errors += run.errors
+          if (run.firstError !== undefined && cell.firstError === undefined) cell.firstError = String(run.firstError)
+          phase.tick()
+        }
+      }
+      await Promise.all(contenders.map((contender) => workerOf(contender).request('teardown')))
     }
-    for (const decider of deciders.values()) await decider.teardown()
+  } finally {
+    if (workers) await closeAll(workers.byContender)
   }
   phase.done()
   return cells
+}
+
+async function closeAll(workers: ReadonlyMap<string, LineChild>): Promise<void> {
+  await Promise.all([...workers.values()].map((worker) => worker.close()))
 }
