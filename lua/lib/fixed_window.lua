@@ -148,24 +148,30 @@ local function fixed_window_module()
   function module.sync_in_window(key, raw, w, now, at, units)
     local period = w.period
     local ends_at = now - now % period + period
-    if min(at, now) < ends_at - period then
+    -- A segment from before now's window (now itself never is).
+    if at < ends_at - period then
       return
     end
-    local count = 0
+    -- Texts compared as texts: both come from fmt, and Lua compares two texts by reference.
+    local ends_text, count = fmt(ends_at), 0
     if raw then
       local n = #raw
+      -- A compact value ends with its count's length, a digit; the text form ends with a space.
       local size = byte(raw, n) - 48
-      if size < 1 or size > 9 or find(raw, ' ', 1, true) or tonumber(sub(raw, 1, n - 1 - size)) ~= ends_at then
+      if size < 1 or size > 9 or sub(raw, 1, n - 1 - size) ~= ends_text then
         return
       end
       count = tonumber(sub(raw, n - size, n - 1))
+      if not count then
+        return
+      end
     end
     local counted = count + units
     if not (counted > 0 and counted <= MAX_PACKED and counted % 1 == 0) then
       return
     end
     local b = fmt(counted)
-    local value = fmt(ends_at) .. b .. LENGTH_DIGITS[#b]
+    local value = ends_text .. b .. LENGTH_DIGITS[#b]
     write_in_place(key, value, raw, ends_at - now)
     return pushed_above(units, counted, w.limit), value
   end

@@ -215,25 +215,30 @@ local function sliding_window_module()
     end
     local period = w.period
     local index = (now - now % period) / period
-    at = min(at, now)
+    if at > now then
+      at = now
+    end
     if at < index * period then
       return
     end
     local expires_at, count, previous = (index + 2) * period, 0, 0
+    -- Texts compared as texts: both come from fmt, and Lua compares two texts by reference.
+    local expires_text = fmt(expires_at)
     if raw then
       local n = #raw
       if n < 5 then
         return
       end
+      -- A compact value ends with its counts' lengths, digits; the text form ends with a space.
       local size2, size3 = byte(raw, n - 1, n)
       size2, size3 = size2 - 48, size3 - 48
-      if size2 < 1 or size2 > 9 or size3 < 1 or size3 > 9 or find(raw, ' ', 1, true) then
+      if size2 < 1 or size2 > 9 or size3 < 1 or size3 > 9 then
         return
       end
       local stop = n - 2 - size3
       count = tonumber(sub(raw, stop - size2 + 1, stop))
       -- A count of 0 ends its state a window earlier, which the general sync moves on.
-      if tonumber(sub(raw, 1, stop - size2)) ~= expires_at or not count or count <= 0 then
+      if sub(raw, 1, stop - size2) ~= expires_text or not count or count <= 0 then
         return
       end
       previous = tonumber(sub(raw, stop + 1, n - 2))
@@ -243,7 +248,7 @@ local function sliding_window_module()
       return
     end
     local b, c = fmt(count), fmt(previous)
-    local value = fmt(expires_at) .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
+    local value = expires_text .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
     write_in_place(key, value, raw, expires_at - now)
     return pushed_above(units, count + weighted(period, index, at, previous), w.limit), value
   end
