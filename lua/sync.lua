@@ -110,16 +110,18 @@ local keyed = false
 local function sync_from()
   while j <= size do
     local item = items[j]
-    if type(item) == 'string' then
+    local kind = type(item)
+    if kind == 'string' then
       rule = rule_of(item)
       j = j + 1
     else
-      if type(item) ~= 'number' or item % 1 ~= 0 or j + math.abs(item) > size then
+      local folded = kind == 'number' and item < 0
+      local count = folded and -item or item
+      if kind ~= 'number' or item % 1 ~= 0 or j + count > size then
         error('the sync entry at item ' .. j .. ' does not hold its count of numbers: ' .. tostring(item))
       end
       entry = entry + 1
-      local name, raw = names[offset + entry], values[entry]
-      local folded, count, at = item < 0, math.abs(item), j
+      local name, raw, at = names[offset + entry], values[entry], j
       j = j + count + 1
       local after, pushed_over = nil, 0
       if not name then
