@@ -276,7 +276,7 @@ export function chunkArguments(
 }
 
 /**
- * Whether a call's failure is the sync script's 'TG_NONLOCAL' (lua/sync.lua): a slot of the call
+ * Whether a call's failure is the sync script's `TG_NONLOCAL` reply (lua/sync.lua): a slot of the call
  * was not its node's, and the call wrote nothing of its own; `ranBefore` when the call had run
  * already (sent again after a lost reply), so that its push is in Redis.
  */
