@@ -7,6 +7,7 @@ import { redisCpuSeconds } from '../redis-info.js'
 import { rotate } from '../stats.js'
 import type { KeySpread } from '../workload.js'
 import type { MeasureContext } from './context.js'
+import { addRun, emptyTally, type RunTally } from './run-tally.js'
 
 export interface DecisionScenario {
   shape: RuleShape
@@ -14,18 +15,8 @@ export interface DecisionScenario {
   inFlight: number
 }
 
-export interface DecisionCell extends DecisionScenario {
+export interface DecisionCell extends DecisionScenario, RunTally {
   contender: string
-  /** Per repetition. */
-  perSecond: number[]
-  /** This process's CPU per decision, µs, per repetition. */
-  clientCpuUs: number[]
-  /** Redis's CPU per decision, µs, per repetition. */
-  redisCpuUs: number[]
-  decisions: number
-  refused: number
-  errors: number
-  firstError?: string
 }
 
 export function decisionScenarios(config: BenchConfig): DecisionScenario[] {
@@ -82,16 +73,7 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
       const limit = scenario.spread === 'hot-over-limit' ? LIMIT_OVER : LIMIT_NEVER_REACHED
       await Promise.all(contenders.map((contender) => workerOf(contender).request(`setup ${scenario.spread} ${limit}`)))
       for (const contender of contenders) {
-        const cell: DecisionCell = {
-          ...scenario,
-          contender: contender.id,
-          perSecond: [],
-          clientCpuUs: [],
-          redisCpuUs: [],
-          decisions: 0,
-          refused: 0,
-          errors: 0,
-        }
+        const cell: DecisionCell = { ...scenario, contender: contender.id, ...emptyTally() }
         byContender.set(contender.id, cell)
         cells.push(cell)
       }
@@ -113,14 +95,7 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
           const redisUsed = (await redisCpuSeconds(admin)) - redisBefore
           // Its sync of the measured decisions runs now, between measurements, not in the next one.
           await workerOf(contender).request('settle')
-          const cell = byContender.get(contender.id) as DecisionCell
-          cell.perSecond.push(run.decisions / run.seconds)
-          cell.clientCpuUs.push((run.cpuSeconds / Math.max(1, run.decisions)) * 1e6)
-          cell.redisCpuUs.push((redisUsed / Math.max(1, run.decisions)) * 1e6)
-          cell.decisions += run.decisions
-          cell.refused += run.decisions - run.admitted
-          cell.errors += run.errors
-          if (run.firstError !== undefined && cell.firstError === undefined) cell.firstError = String(run.firstError)
+          addRun(byContender.get(contender.id) as DecisionCell, run, redisUsed)
           phase.tick()
         }
       }

@@ -7,6 +7,7 @@ import { redisCpuSeconds } from '../redis-info.js'
 import { rotate } from '../stats.js'
 import { usersInOrgs } from '../workload.js'
 import type { MeasureContext } from './context.js'
+import { addRun, emptyTally, type RunTally } from './run-tally.js'
 
 export const RULE_OPTION_CASES = ['one-rule', 'chain', 'hierarchy', 'block'] as const
 export type RuleOptionsCase = (typeof RULE_OPTION_CASES)[number]
@@ -54,22 +55,12 @@ export function ruleOptionsLabel(name: RuleOptionsCase): string {
   return CASES[name].label
 }
 
-export interface RuleOptionsCell {
+export interface RuleOptionsCell extends RunTally {
   case: RuleOptionsCase
   store: StoreKind
   inFlight: number
   /** Rule × identifier pairs one decision checked and charged, read from a decision's windows (one window per rule). */
   targets: number
-  /** Per repetition. */
-  perSecond: number[]
-  /** This process's CPU per decision, µs, per repetition. */
-  clientCpuUs: number[]
-  /** Redis's CPU per decision, µs, per repetition. */
-  redisCpuUs: number[]
-  decisions: number
-  refused: number
-  errors: number
-  firstError?: string
 }
 
 export function ruleOptionsUnits(config: BenchConfig): number {
@@ -121,18 +112,7 @@ export async function measureRuleOptions(context: MeasureContext): Promise<RuleO
     for (const name of RULE_OPTION_CASES) {
       const { decider, targets } = await setUp(name, store, context)
       deciders.set(name, decider)
-      const cell: RuleOptionsCell = {
-        case: name,
-        store,
-        inFlight,
-        targets,
-        perSecond: [],
-        clientCpuUs: [],
-        redisCpuUs: [],
-        decisions: 0,
-        refused: 0,
-        errors: 0,
-      }
+      const cell: RuleOptionsCell = { case: name, store, inFlight, targets, ...emptyTally() }
       byCase.set(name, cell)
       cells.push(cell)
     }
@@ -149,14 +129,7 @@ export async function measureRuleOptions(context: MeasureContext): Promise<RuleO
         const redisBefore = await redisCpuSeconds(admin)
         const run = await driveFor(deciders.get(name) as Decider, ids, inFlight, measureMs)
         const redisUsed = (await redisCpuSeconds(admin)) - redisBefore
-        const cell = byCase.get(name) as RuleOptionsCell
-        cell.perSecond.push(run.decisions / run.seconds)
-        cell.clientCpuUs.push((run.cpuSeconds / Math.max(1, run.decisions)) * 1e6)
-        cell.redisCpuUs.push((redisUsed / Math.max(1, run.decisions)) * 1e6)
-        cell.decisions += run.decisions
-        cell.refused += run.decisions - run.admitted
-        cell.errors += run.errors
-        if (run.firstError !== undefined && cell.firstError === undefined) cell.firstError = String(run.firstError)
+        addRun(byCase.get(name) as RuleOptionsCell, run, redisUsed)
         phase.tick()
       }
     }
