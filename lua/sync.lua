@@ -105,8 +105,9 @@ local rule, entry, j, size, held = nil, 0, 1, #items, 0
 -- another type, read before anything of it is written), and the entries after it go on.
 local keyed = false
 
--- The entries from item j on. One protected call for them all, not one per key, which cost a
--- key about as much as its own arithmetic; after a key's failure the next call resumes.
+-- The entries from item j on. One protected call for them all rather than one per key, each of
+-- which is a C call and a frame of its own (bench/README.md); after a key's failure the next
+-- call resumes.
 local function sync_from()
   while j <= size do
     local item = items[j]
