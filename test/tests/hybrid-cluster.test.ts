@@ -14,6 +14,7 @@ import {
   waitReady,
 } from '../src/redis-cluster.js'
 import { keysWithTtl } from '../src/redis-keys.js'
+import { scriptCalls } from '../src/script-calls.js'
 import { holdsNoState } from '../src/store-conformance.js'
 
 const T0 = 1_763_700_000_000 - (1_763_700_000_000 % 60_000)
@@ -52,12 +53,12 @@ describe('HybridStore on a Redis Cluster', () => {
       }
     }
     for (const store of stores) {
-      const calls = await scriptCalls(cluster)
+      const calls = await clusterScriptCalls(cluster)
       const report = await store.syncNow()
       expect(report.error).toBeUndefined()
       expect(report.keys).toBe(users.length + 1)
       // 61 keys in about as many slots: one call per master, and the heartbeat's.
-      expect((await scriptCalls(cluster)) - calls).toBe(3 + 1)
+      expect((await clusterScriptCalls(cluster)) - calls).toBe(3 + 1)
     }
     const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hc:' }), rules })
     for (const user of users) {
@@ -120,11 +121,11 @@ describe('HybridStore on a Redis Cluster', () => {
     await migrateSlot(cluster, slot, from, to)
     try {
       await round(2)
-      const calls = await scriptCalls(cluster)
+      const calls = await clusterScriptCalls(cluster)
       const moved = await store.syncNow()
       // The stale map is no failure: the call to the old master wrote nothing and says so.
       expect(moved.error).toBeUndefined()
-      expect((await scriptCalls(cluster)) - calls).toBe(3 + 1)
+      expect((await clusterScriptCalls(cluster)) - calls).toBe(3 + 1)
       const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hm:' }), rules: hour })
       const used = async () => {
         const units: number[] = []
@@ -141,9 +142,9 @@ describe('HybridStore on a Redis Cluster', () => {
       expect(await used()).toEqual(users.map(() => 3))
       // And the map learned, a sync goes by master again.
       await round(1)
-      const before = await scriptCalls(cluster)
+      const before = await clusterScriptCalls(cluster)
       expect((await store.syncNow()).error).toBeUndefined()
-      expect((await scriptCalls(cluster)) - before).toBe(3 + 1)
+      expect((await clusterScriptCalls(cluster)) - before).toBe(3 + 1)
       expect(await used()).toEqual(users.map(() => 4))
       await redis.close()
     } finally {
@@ -292,15 +293,13 @@ describe('HybridStore on a Redis Cluster', () => {
   )
 })
 
-/** EVALSHA and EVAL calls run on the Cluster's masters so far, as their command stats count them. */
-async function scriptCalls(cluster: SpawnedCluster): Promise<number> {
+/** Script calls run on the Cluster's masters so far. */
+async function clusterScriptCalls(cluster: SpawnedCluster): Promise<number> {
   let calls = 0
   for (const master of await clusterMasters(cluster)) {
     const node = new Redis(master.url)
-    const stats = await node.info('commandstats')
+    calls += await scriptCalls(node)
     node.disconnect()
-    for (const name of ['evalsha', 'eval'])
-      calls += Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
   }
   return calls
 }

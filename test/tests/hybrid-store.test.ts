@@ -16,6 +16,7 @@ import { FaultProxy } from '../src/fault-proxy.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { keysWithTtl, keyValues } from '../src/redis-keys.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
+import { scriptCalls } from '../src/script-calls.js'
 import { runStoreConformance } from '../src/store-conformance.js'
 import { keysWithoutTtl } from '../src/ttl-audit.js'
 
@@ -368,12 +369,6 @@ describe('HybridStore bounds', () => {
     await server?.stop()
   })
 
-  /** Script calls Redis ran since the last reset of its statistics. */
-  async function scriptCalls(): Promise<number> {
-    const stats = await client.info('commandstats')
-    return [...stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((sum, [, n]) => sum + Number(n), 0)
-  }
-
   it('sends one script call per 500 keys per sync, whatever the number of decisions', async () => {
     const clock = new ManualClock(T0)
     const store = new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'load:' })
@@ -390,7 +385,7 @@ describe('HybridStore bounds', () => {
       const report = await store.syncNow()
       expect(report).toMatchObject({ keys: 1_200, pushedUnits: 1_200 * decisionsPerKey })
       // ⌈1,200 ÷ 500⌉ chunks; the heartbeat rides with the first.
-      expect(await scriptCalls()).toBe(3)
+      expect(await scriptCalls(client)).toBe(3)
     }
     await limiter.close()
   })

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import type { FloodResult, FloodRound } from '../src/flood-round.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
+import { scriptCalls } from '../src/script-calls.js'
 import { WorkerPool } from '../src/worker-pool.js'
 
 const worker = fileURLToPath(new URL('../src/flood-worker.ts', import.meta.url))
@@ -232,12 +233,6 @@ describe('refusals answered in the process (RedisStore refusal cache)', () => {
     await server?.stop()
   })
 
-  /** Script calls Redis ran so far: a refusal answered in the process adds none. */
-  async function scriptCalls(): Promise<number> {
-    const stats = await client.info('commandstats')
-    return [...stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((sum, [, n]) => sum + Number(n), 0)
-  }
-
   function limiterOn(redis: Redis, clock: { now: number }, options: { refusalCache?: false } = {}, prefix?: string) {
     const store = new RedisStore({
       client: redis,
@@ -256,21 +251,21 @@ describe('refusals answered in the process (RedisStore refusal cache)', () => {
     for (let i = 0; i < 3; i++) expect((await limiter.consume('r', 'ip:1')).reason).toBe('ok')
     const first = await limiter.consume('r', 'ip:1')
     expect(first).toMatchObject({ reason: 'limited', retryAfterMs: 60_000 })
-    const before = await scriptCalls()
+    const before = await scriptCalls(client)
     const hammered = await Promise.all(Array.from({ length: 10_000 }, () => limiter.consume('r', 'ip:1')))
     expect(hammered.every((d) => d.reason === 'limited')).toBe(true)
     clock.now = T0 + 999
     const held = await limiter.consume('r', 'ip:1')
     expect(held).toMatchObject({ reason: 'limited', retryAfterMs: 59_001, nowMs: T0 + 999 })
     expect(held.windows).toEqual([expect.objectContaining({ remaining: 0, failed: true, resetAtMs: T0 + 60_000 })])
-    expect(await scriptCalls()).toBe(before)
+    expect(await scriptCalls(client)).toBe(before)
     // The hold ends: Redis is asked once, refuses again, and the refusal is held again.
     clock.now = T0 + 1_000
     for (let i = 0; i < 100; i++) expect((await limiter.consume('r', 'ip:1')).reason).toBe('limited')
-    expect(await scriptCalls()).toBe(before + 1)
+    expect(await scriptCalls(client)).toBe(before + 1)
     clock.now = T0 + 60_000
     expect((await limiter.consume('r', 'ip:1')).reason).toBe('ok')
-    expect(await scriptCalls()).toBe(before + 2)
+    expect(await scriptCalls(client)).toBe(before + 2)
     await limiter.close()
   })
 
@@ -379,11 +374,11 @@ describe('refusals answered in the process (RedisStore refusal cache)', () => {
     const ids = Array.from({ length: 100 }, (_, i) => `ip:${i}`)
     for (const id of ids) await limiter.consume('r', id)
     for (const id of ids) expect((await limiter.consume('r', id)).reason).toBe('limited')
-    const before = await scriptCalls()
+    const before = await scriptCalls(client)
     for (const id of ids.slice(90)) await limiter.consume('r', id)
-    expect(await scriptCalls()).toBe(before)
+    expect(await scriptCalls(client)).toBe(before)
     for (const id of ids.slice(0, 10)) await limiter.consume('r', id)
-    expect(await scriptCalls()).toBe(before + 10)
+    expect(await scriptCalls(client)).toBe(before + 10)
     await limiter.close()
   })
 

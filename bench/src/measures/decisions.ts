@@ -50,15 +50,15 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
   const { config, admin, progress, redisUrl } = context
   const phase = progress.phase('decisions/s', decisionUnits(config))
   const cells: DecisionCell[] = []
-  let workers: { shape: RuleShape; byContender: Map<string, LineChild> } | undefined
+  let workers: { shape: RuleShape; processes: Map<string, LineChild> } | undefined
   try {
     for (const scenario of decisionScenarios(config)) {
       const contenders = contendersFor(scenario.shape)
       if (workers?.shape !== scenario.shape) {
-        if (workers) await closeAll(workers.byContender)
+        if (workers) await closeAll(workers.processes)
         workers = {
           shape: scenario.shape,
-          byContender: new Map(
+          processes: new Map(
             contenders.map((contender) => [
               contender.id,
               new LineChild('decisions-worker.ts', [contender.id, redisUrl, scenario.shape]),
@@ -66,7 +66,7 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
           ),
         }
       }
-      const { byContender: processes } = workers
+      const { processes } = workers
       const workerOf = (contender: Contender) => processes.get(contender.id) as LineChild
       const byContender = new Map<string, DecisionCell>()
       const where = `${scenario.shape}, ${scenario.spread}, ${scenario.inFlight} in flight`
@@ -102,7 +102,7 @@ export async function measureDecisions(context: MeasureContext): Promise<Decisio
       await Promise.all(contenders.map((contender) => workerOf(contender).request('teardown')))
     }
   } finally {
-    if (workers) await closeAll(workers.byContender)
+    if (workers) await closeAll(workers.processes)
   }
   phase.done()
   return cells
