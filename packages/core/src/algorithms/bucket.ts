@@ -3,7 +3,7 @@ import { gcd } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
 import { answerShed, shedsAt } from './shedding.js'
-import { emptyAnswer, type StoreWindowResult } from './window-result.js'
+import { answerAt, emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /**
  * Per period: the bucket's level and the time it was measured. The level is kept in units of
@@ -201,7 +201,8 @@ export const bucket: Algorithm<BucketState> = {
 
   expiresAt(state, windows) {
     let latest = 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const offset = valuesOf(state, window.periodMs, 2)
       if (offset < 0) continue
       const { perMs, capacity } = scaleOf(window)
@@ -215,7 +216,8 @@ export const bucket: Algorithm<BucketState> = {
 
   read(state, windows, now, cost, random) {
     let bits = clamp(state, windows, now) ? CLAMPED : 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
       if (
         random !== undefined &&
@@ -231,7 +233,8 @@ export const bucket: Algorithm<BucketState> = {
     // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
     // each window's values found once.
     let next = delta < 0 ? refund(state, windows, now, cost) : state
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const scale = scaleOf(window)
       const offset = valuesOf(next, window.periodMs, 2)
       let level = levelAt(next, offset, scale, now)
@@ -241,10 +244,10 @@ export const bucket: Algorithm<BucketState> = {
         next = withValues(next, offset, window.periodMs, level, measured)
       }
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answerWith(window, scale, now, cost, level, measured, into[at] ?? emptyAnswer())
+      const result = answerWith(window, scale, now, cost, level, measured, answerAt(into, at))
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(bucket, next, window, now, cost, shedding, result)
-      into[at++] = result
+      at++
     }
     return next
   },

@@ -2,7 +2,7 @@ import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { type PeriodState, valuesOf, withValues } from './period-state.js'
 import { answerShed, shedsAt } from './shedding.js'
-import { emptyAnswer, type StoreWindowResult } from './window-result.js'
+import { answerAt, emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /** Per period: the index of the window (`floor(now / period)`) and the units counted in it. */
 export type FixedWindowState = PeriodState
@@ -112,7 +112,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
 
   expiresAt(state, windows) {
     let latest = 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const at = valuesOf(state, window.periodMs, 2)
       if (at >= 0 && (state[at + 1] as number) > 0)
         latest = Math.max(latest, ((state[at] as number) + 1) * window.periodMs)
@@ -121,7 +122,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
   },
   read(state, windows, now, cost, random) {
     let bits = 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const { limit, periodMs } = window
       const at = valuesOf(state, periodMs, 2)
       const index = Math.floor(now / periodMs)
@@ -147,11 +149,14 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
     // each window's values found once.
     let next = delta < 0 ? refund(state, windows, now, cost) : state
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const { periodMs } = window
+      const current = Math.floor(now / periodMs)
       const offset = valuesOf(next, periodMs, 2)
-      const counting = counts(next, offset, periodMs, now)
-      const index = counting ? ((next as PeriodState)[offset] as number) : Math.floor(now / periodMs)
+      const stored = offset >= 0 ? ((next as PeriodState)[offset] as number) : -1
+      const counting = stored >= current
+      const index = counting ? stored : current
       let count = counting ? ((next as PeriodState)[offset + 1] as number) : 0
       if (delta > 0) {
         count += cost
@@ -159,10 +164,10 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       }
       const endsAt = counting || delta > 0 ? (index + 1) * periodMs : now
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answerWith(window, now, cost, count, endsAt, into[at] ?? emptyAnswer())
+      const result = answerWith(window, now, cost, count, endsAt, answerAt(into, at))
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(fixedWindow, next, window, now, cost, shedding, result)
-      into[at++] = result
+      at++
     }
     return next
   },

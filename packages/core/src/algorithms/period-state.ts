@@ -11,7 +11,7 @@ export type PeriodState = number[]
 
 /** The offset of the period's first value, or -1. */
 export function valuesOf(state: PeriodState | undefined, period: number, arity: number): number {
-  if (!state) return -1
+  if (state === undefined) return -1
   for (let i = 0; i < state.length; i += arity + 1) {
     if (state[i] === period) return i + 1
   }

@@ -1,7 +1,7 @@
 import type { Window } from '../rules/rules.js'
 import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { answerShed, shedsAt } from './shedding.js'
-import { emptyAnswer, type StoreWindowResult } from './window-result.js'
+import { answerAt, emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /**
  * Every admitted request as (time, running total of units after it). The running total makes a
@@ -188,7 +188,8 @@ export const slidingLog: Algorithm<SlidingLogState> = {
 
   read(state, windows, now, cost, random) {
     let bits = clamp(state, now) ? CLAMPED : 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
       if (
         random !== undefined &&
@@ -202,12 +203,13 @@ export const slidingLog: Algorithm<SlidingLogState> = {
 
   settle(state, windows, now, cost, delta, shedding, into, at) {
     const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answer(next, window, now, cost, into[at] ?? emptyAnswer())
+      const result = answer(next, window, now, cost, answerAt(into, at))
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(slidingLog, next, window, now, cost, shedding, result)
-      into[at++] = result
+      at++
     }
     return next
   },

@@ -3,7 +3,7 @@ import { type Algorithm, CLAMPED, LIMITED, NEVER, SHEDS } from './algorithm.js'
 import { clampIndices, type PeriodState, valuesOf, withValues } from './period-state.js'
 import { ceilRatio, largestWithin } from './ratios.js'
 import { answerShed, shedsAt } from './shedding.js'
-import { emptyAnswer, type StoreWindowResult } from './window-result.js'
+import { answerAt, emptyAnswer, type StoreWindowResult } from './window-result.js'
 
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState
@@ -175,7 +175,8 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
 
   expiresAt(state, windows) {
     let latest = 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const at = valuesOf(state, window.periodMs, 3)
       if (at < 0) continue
       const index = state[at] as number
@@ -191,7 +192,8 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
 
   read(state, windows, now, cost, random) {
     let bits = clampIndices(state, windows, now, 3) ? CLAMPED : 0
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       if (fitsAt(state, window, now, cost) !== now) return bits | LIMITED
       if (
         random !== undefined &&
@@ -207,7 +209,8 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
     // each window's values found once.
     let next = delta < 0 ? refund(state, windows, now, cost) : state
-    for (const window of windows) {
+    for (let w = 0; w < windows.length; w++) {
+      const window = windows[w] as Window
       const { periodMs } = window
       const offset = valuesOf(next, periodMs, 3)
       const index = indexAt(next, offset, periodMs, now)
@@ -218,10 +221,10 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
         next = withValues(next, offset, periodMs, index, count, previous)
       }
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
-      const result = answerWith(window, now, cost, index, count, previous, into[at] ?? emptyAnswer())
+      const result = answerWith(window, now, cost, index, count, previous, answerAt(into, at))
       if (shedding !== undefined && window.lowBurst !== undefined)
         answerShed(slidingWindow, next, window, now, cost, shedding, result)
-      into[at++] = result
+      at++
     }
     return next
   },

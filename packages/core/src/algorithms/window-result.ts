@@ -16,3 +16,15 @@ export interface StoreWindowResult {
 export function emptyAnswer(): StoreWindowResult {
   return { remaining: 0, resetAtMs: 0, fitsAtMs: 0 }
 }
+
+/**
+ * The answer at `at` in `into`, to be written over: the one already there, or one made and put
+ * there. A store that keeps its answers from one decision to the next allocates none.
+ */
+export function answerAt(into: StoreWindowResult[], at: number): StoreWindowResult {
+  const kept = into[at]
+  if (kept !== undefined) return kept
+  const made = emptyAnswer()
+  into[at] = made
+  return made
+}

@@ -54,13 +54,15 @@ export function localDecisionOf(
   let retryAt = nowMs
   let i = 0
   for (let t = 0; t < count; t++) {
-    const target = targets[t] as TargetSlot
-    const rule = target.link.name
-    for (const window of target.windows) {
-      const answer = answers[i] as StoreWindowResult
-      const state = windowStateOf(rule, target.identifier, window, answer, allowed, nowMs)
-      if (state.failed && answer.fitsAtMs > retryAt) retryAt = answer.fitsAtMs
-      windows[i++] = state
+    const { link, identifier, windows: its } = targets[t] as TargetSlot
+    const rule = link.name
+    for (let k = 0; k < its.length; k++) {
+      const { limit, periodMs } = its[k] as Window
+      const { remaining, resetAtMs, fitsAtMs } = answers[i] as StoreWindowResult
+      // windowStateOf's object, made here: a call per window costs more than the object.
+      const failed = !allowed && fitsAtMs > nowMs
+      if (failed && fitsAtMs > retryAt) retryAt = fitsAtMs
+      windows[i++] = { rule, identifier, limit, periodMs, remaining, resetAtMs, failed }
     }
   }
   return decisionFrom(call, bits, nowMs, retryAt, windows)
