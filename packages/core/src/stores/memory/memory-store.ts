@@ -149,7 +149,7 @@ export class MemoryStore implements Store {
       // A state made anew where an expired one of the same size is kept (a bucket full again
       // reads as none) is copied into the kept one: the new array then dies young, where keeping
       // it would have the next scavenge copy it out of the young generation (bench/README.md).
-      if (Array.isArray(state) && Array.isArray(kept) && state !== kept && state.length === kept.length) {
+      if (state !== kept && Array.isArray(state) && Array.isArray(kept) && state.length === kept.length) {
         for (let i = 0; i < state.length; i++) kept[i] = state[i]
       } else entry.state = state
       entry.expiresAt = expiresAt
