@@ -39,7 +39,9 @@ function answerWith(
   const { limit } = window
   const remaining = Math.max(0, limit - count)
   into.remaining = remaining
-  into.resetAtMs = remaining >= limit ? now : fits(window, now, remaining + 1, count, endsAt)
+  // Something is counted when less than the limit remains, and one unit more than remains never
+  // fits beside it: the window frees one at its end.
+  into.resetAtMs = remaining >= limit ? now : endsAt
   into.fitsAtMs = fits(window, now, cost, count, endsAt)
   return into
 }

@@ -17,7 +17,7 @@ import { MemoryStore } from '../stores/memory/memory-store.js'
 import { type Identifiers, targetsOf } from '../stores/shared/decision-targets.js'
 import type { Store, StoreOperation } from '../stores/store.js'
 import { TollgateConfigError, TollgateError } from '../support/errors.js'
-import { CONSUME_NOW, type ConsumeNow, promised } from './consume-now.js'
+import { CONSUME_NOW, type ConsumeNow, promised, promisedDecision } from './consume-now.js'
 import {
   type ActiveRules,
   type LimiterConfig,
@@ -155,11 +155,11 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
     {
       store,
       consume: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
-        promised(decide('consume', rule, identifiers, options)),
+        promisedDecision(decide('consume', rule, identifiers, options)),
       peek: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
-        promised(decide('peek', rule, identifiers, options)),
+        promisedDecision(decide('peek', rule, identifiers, options)),
       refund: (rule: string, identifiers: string | readonly string[], options?: DecisionOptions) =>
-        promised(decide('refund', rule, identifiers, options)),
+        promisedDecision(decide('refund', rule, identifiers, options)),
       reset(rule: string, identifiers: string | readonly string[], options?: ResetOptions) {
         if (caller.closing) return Promise.reject(closedError())
         let chain: readonly Rule[]

@@ -208,10 +208,13 @@ function resolveRule(name: string, raw: unknown, warn: WarningHandler, live?: Li
   const where = `rule ${q(name)}`
   const options = checkOptionsObject(raw, RULE_KEYS, where, { shape: 'with windows' })
 
-  const algorithm = options.algorithm ?? 'sliding-log'
-  if (!ALGORITHMS.includes(algorithm as AlgorithmName)) {
+  const given = options.algorithm ?? 'sliding-log'
+  // The list's own text rather than the one given (read from a file, say): a decision compares
+  // it with a store's last one, by reference only when both are interned (support/interned.ts).
+  const algorithm = ALGORITHMS.find((name) => name === given)
+  if (algorithm === undefined) {
     throw new TollgateConfigError(
-      `${where}: unknown algorithm ${describeValue(algorithm)}; use one of ${ALGORITHMS.map(q).join(', ')}`,
+      `${where}: unknown algorithm ${describeValue(given)}; use one of ${ALGORITHMS.map(q).join(', ')}`,
     )
   }
   const parent = options.parent
@@ -233,9 +236,9 @@ function resolveRule(name: string, raw: unknown, warn: WarningHandler, live?: Li
   const overrides =
     options.overrides === undefined
       ? undefined
-      : IdentifierOverrides.of(options.overrides, { name, algorithm: algorithm as AlgorithmName, where }, warn, live)
+      : IdentifierOverrides.of(options.overrides, { name, algorithm, where }, warn, live)
   const block = options.block === undefined ? undefined : blockOf(options.block, where)
-  return { name, algorithm: algorithm as AlgorithmName, windows, parent, onStoreError, dryRun, by, overrides, block }
+  return { name, algorithm, windows, parent, onStoreError, dryRun, by, overrides, block }
 }
 
 function lineageOf(rule: RuleDraft, drafts: ReadonlyMap<string, RuleDraft>): string[] {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { interned } from '../support/interned.js'
 
 /** The part of a rule (`Rule`) its state's name is made of. */
 export interface RuleShape {
@@ -33,7 +34,8 @@ export function stateNameOf(rule: RuleShape & { readonly name: string }): string
   // 24 bits in four base64url characters: enough to tell apart the few shapes one rule takes over
   // its life, and short enough that a one-window counter's key stays in Redis's smallest
   // allocation for it (test/tests/redis-compact-state.test.ts holds it there).
-  return `${rule.name}@${createHash('sha256').update(shapeOf(rule)).digest('base64url').slice(0, 4)}`
+  // Interned: a decision compares it to a store's last rule every time (support/interned.ts).
+  return interned(`${rule.name}@${createHash('sha256').update(shapeOf(rule)).digest('base64url').slice(0, 4)}`)
 }
 
 /** Whether `stateName` names a state of the rule called `name` (its own shape's or an override's). */
