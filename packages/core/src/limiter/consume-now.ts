@@ -33,8 +33,8 @@ export function consumeNowOf(limiter: Consuming): ConsumeNow {
 }
 
 /**
- * A decision in a promise, as `consume`, `peek` and `refund` answer it: one that waited for a
- * store is in one already.
+ * A decision in a promise, as the limiter's methods answer one (`consume`, `peek`, `refund`, a
+ * reservation's): one that waited for a store is in one already.
  */
 export function promisedDecision(decision: Decision | Promise<Decision>): Promise<Decision> {
   if (decision instanceof Promise) return decision
@@ -45,7 +45,7 @@ export function promisedDecision(decision: Decision | Promise<Decision>): Promis
   return Promise.resolve(decision)
 }
 
-/** What answered at once, in a promise, for the callers that promise one: `consume`, `check`. */
+/** What answered at once, in a promise, for the callers that promise one (the HTTP engine's `check`). */
 export function promised<T>(value: T | Promise<T>): Promise<T> {
   return value instanceof Promise ? value : Promise.resolve(value)
 }

@@ -17,7 +17,7 @@ import { MemoryStore } from '../stores/memory/memory-store.js'
 import { type Identifiers, targetsOf } from '../stores/shared/decision-targets.js'
 import type { Store, StoreOperation } from '../stores/store.js'
 import { TollgateConfigError, TollgateError } from '../support/errors.js'
-import { CONSUME_NOW, type ConsumeNow, promised, promisedDecision } from './consume-now.js'
+import { CONSUME_NOW, type ConsumeNow, promisedDecision } from './consume-now.js'
 import {
   type ActiveRules,
   type LimiterConfig,
@@ -145,7 +145,7 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
     active: () => active,
     callDefaults,
     consume: consumeNow,
-    refund: (rule, identifiers, options) => promised(decide('refund', rule, identifiers, options)),
+    refund: (rule, identifiers, options) => promisedDecision(decide('refund', rule, identifiers, options)),
   })
   const limiter: Limiter = Object.assign(
     events as EventEmitter<LimiterEvents> & {
@@ -181,10 +181,10 @@ export function createLimiter<const Rules extends RulesOptions | LiveRules>(
             `limiter.reserve needs a store that charges over a limit (MemoryStore, RedisStore); ${storeName(store)} does not`,
           )
         }
-        const decision = await promised(decide('consume', rule, identifiers, options))
+        const decision = await promisedDecision(decide('consume', rule, identifiers, options))
         return reservationOf(decision, decision.cost, {
-          refund: (cost) => promised(decide('refund', rule, identifiers, writeOptionsOf(options, cost))),
-          charge: (cost) => promised(decide('charge', rule, identifiers, writeOptionsOf(options, cost))),
+          refund: (cost) => promisedDecision(decide('refund', rule, identifiers, writeOptionsOf(options, cost))),
+          charge: (cost) => promisedDecision(decide('charge', rule, identifiers, writeOptionsOf(options, cost))),
         })
       },
       close: () => {
