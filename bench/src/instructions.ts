@@ -130,7 +130,7 @@ for (const shape of values.shapes.split(',') as RuleShape[]) {
 // The decisions measure compares every shape with express-rate-limit's one-window decision.
 const incumbent = rows.find((row) => row.id === 'express-rate-limit/memory')
 console.log(
-  `Instructions per decision, ${format(decisions)} decisions less ${format(BASE_DECISIONS)}, ${inFlight} in flight, the median of ${runs} process pairs and their range.`,
+  `Instructions per decision: a process's count after ${format(BASE_DECISIONS + decisions)} decisions less one's after ${format(BASE_DECISIONS)}, over ${format(decisions)}; ${inFlight} in flight; the median of ${runs} such pairs and their range.`,
 )
 console.log(
   '"Own" is the median less its shape\'s floor; "× express-rate-limit" is express-rate-limit\'s one-window median over the row\'s.\n',
