@@ -15,7 +15,9 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { RuleShape } from './contenders/contender.js'
-import { CONTENDERS, contenderById } from './contenders/index.js'
+import { contenderById, IN_PROCESS_CONTENDERS } from './contenders/index.js'
+import { integer, ratio } from './report/format.js'
+import { max, median, min } from './stats.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const DEFAULT_CONTENDERS = [
@@ -49,17 +51,14 @@ if (spawnSync('valgrind', ['--version']).error) {
   throw new Error('instructions needs valgrind on PATH (Debian: apt-get install valgrind)')
 }
 
+/** The contenders that decide in the process with no Redis at all: a HybridStore syncs on a timer, which valgrind's pace would spread over its decisions. */
+const MEASURABLE = IN_PROCESS_CONTENDERS.filter((contender) => !contender.syncsWithRedis)
+
 const ids = values.contenders.split(',').filter((id) => id !== '')
 for (const id of ids) {
-  if (id === 'floor') continue
-  const contender = contenderById(id)
-  if (contender.store !== 'memory' || contender.syncsWithRedis) {
+  if (id !== 'floor' && !MEASURABLE.includes(contenderById(id))) {
     throw new Error(
-      `${id} does not decide in the process alone; in-process contenders: ${CONTENDERS.filter(
-        (c) => c.store === 'memory' && !c.syncsWithRedis,
-      )
-        .map((c) => c.id)
-        .join(', ')}`,
+      `${id} does not decide in the process alone; those that do: ${MEASURABLE.map((c) => c.id).join(', ')}`,
     )
   }
 }
@@ -94,9 +93,6 @@ function instructionsOf(id: string, shape: RuleShape, count: number): number {
   return Number((refs[1] as string).replaceAll(',', ''))
 }
 
-const median = (sorted: readonly number[]) => sorted[Math.floor((sorted.length - 1) / 2)] as number
-const format = (n: number) => Math.round(n).toLocaleString('en-US')
-
 interface Row {
   id: string
   shape: RuleShape
@@ -115,22 +111,15 @@ for (const shape of values.shapes.split(',') as RuleShape[]) {
       const base = instructionsOf(id, shape, BASE_DECISIONS)
       perDecision.push((more - base) / decisions)
     }
-    perDecision.sort((a, b) => a - b)
-    rows.push({
-      id,
-      shape,
-      median: median(perDecision),
-      lowest: perDecision[0] as number,
-      highest: perDecision[perDecision.length - 1] as number,
-    })
-    process.stderr.write(`${id} ${shape}: ${perDecision.map(format).join(', ')}\n`)
+    rows.push({ id, shape, median: median(perDecision), lowest: min(perDecision), highest: max(perDecision) })
+    process.stderr.write(`${id} ${shape}: ${perDecision.map((n) => integer(n)).join(', ')}\n`)
   }
 }
 
 // The decisions measure compares every shape with express-rate-limit's one-window decision.
 const incumbent = rows.find((row) => row.id === 'express-rate-limit/memory')
 console.log(
-  `Instructions per decision: a process's count after ${format(BASE_DECISIONS + decisions)} decisions less one's after ${format(BASE_DECISIONS)}, over ${format(decisions)}; ${inFlight} in flight; the median of ${runs} such pairs and their range.`,
+  `Instructions per decision: a process's count after ${integer(BASE_DECISIONS + decisions)} decisions less one's after ${integer(BASE_DECISIONS)}, over ${integer(decisions)}; ${inFlight} in flight; the median of ${runs} such pairs and their range.`,
 )
 console.log(
   '"Own" is the median less its shape\'s floor; "× express-rate-limit" is express-rate-limit\'s one-window median over the row\'s.\n',
@@ -139,8 +128,8 @@ console.log('| contender | shape | median | range | own | × express-rate-limit 
 console.log('| --- | --- | ---: | ---: | ---: | ---: |')
 for (const row of rows) {
   const floor = rows.find((other) => other.id === 'floor' && other.shape === row.shape)
-  const own = floor === undefined || row.id === 'floor' ? '' : format(row.median - floor.median)
-  const ratio = incumbent === undefined || row.id === 'floor' ? '' : `×${(incumbent.median / row.median).toFixed(2)}`
-  const range = `${format(row.lowest)}–${format(row.highest)}`
-  console.log(`| ${row.id} | ${row.shape} | ${format(row.median)} | ${range} | ${own} | ${ratio} |`)
+  const own = floor === undefined || row.id === 'floor' ? '' : integer(row.median - floor.median)
+  const versus = incumbent === undefined || row.id === 'floor' ? '' : ratio(incumbent.median / row.median)
+  const range = `${integer(row.lowest)}–${integer(row.highest)}`
+  console.log(`| ${row.id} | ${row.shape} | ${integer(row.median)} | ${range} | ${own} | ${versus} |`)
 }
