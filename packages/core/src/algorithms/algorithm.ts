@@ -54,7 +54,9 @@ export interface Algorithm<S> {
   /**
    * Its second: charges `cost` (`delta` 1), refunds it (-1) or neither (0), then writes each
    * window's `answer` into `into` from `at`, over the answer objects already there if any. With `shedding`, the random number of a decision
-   * that was shed, a window that shed it answers `shedRetryAt` as its `fitsAtMs`. The state after.
+   * that was shed, a window that shed it answers `shedRetryAt` as its `fitsAtMs`. Leaves in
+   * `settled` the state after and its `expiresAt`, reckoned as each window's values go by rather
+   * than in a pass of their own.
    */
   settle(
     state: S | undefined,
@@ -65,5 +67,12 @@ export interface Algorithm<S> {
     shedding: number | undefined,
     into: StoreWindowResult[],
     at: number,
-  ): S | undefined
+    settled: Settled<S>,
+  ): void
+}
+
+/** What `settle` leaves: the state after (undefined: none is left) and when it may be dropped (0 with no state). */
+export interface Settled<S = unknown> {
+  state: S | undefined
+  expiresAt: number
 }

@@ -86,6 +86,11 @@ function measuredAt(state: BucketState | undefined, at: number, now: number): nu
   return at < 0 ? now : Math.max(now, (state as PeriodState)[at + 1] as number)
 }
 
+/** When a bucket at `level` measured at `measured` is full again, and so holds nothing. */
+function fullAt(level: number, measured: number, scale: Scale): number {
+  return measured + Math.ceil((scale.capacity - level) / scale.perMs)
+}
+
 /** When `need` more units fit in a bucket at `level` measured at `measured`. */
 function fits(window: Window, scale: Scale, need: number, level: number, measured: number, now: number): number {
   if (need > window.limit) return NEVER
@@ -205,11 +210,7 @@ export const bucket: Algorithm<BucketState> = {
       const window = windows[w] as Window
       const offset = valuesOf(state, window.periodMs, 2)
       if (offset < 0) continue
-      const { perMs, capacity } = scaleOf(window)
-      latest = Math.max(
-        latest,
-        (state[offset + 1] as number) + Math.ceil((capacity - (state[offset] as number)) / perMs),
-      )
+      latest = Math.max(latest, fullAt(state[offset] as number, state[offset + 1] as number, scaleOf(window)))
     }
     return latest
   },
@@ -229,10 +230,11 @@ export const bucket: Algorithm<BucketState> = {
     return bits
   },
 
-  settle(state, windows, now, cost, delta, shedding, into, at) {
+  settle(state, windows, now, cost, delta, shedding, into, at, settled) {
     // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
     // each window's values found once.
     let next = delta < 0 ? refund(state, windows, now, cost) : state
+    let expiresAt = 0
     for (let w = 0; w < windows.length; w++) {
       const window = windows[w] as Window
       const scale = scaleOf(window)
@@ -242,6 +244,10 @@ export const bucket: Algorithm<BucketState> = {
       if (delta > 0) {
         level -= cost * scale.perToken
         next = withValues(next, offset, window.periodMs, level, measured)
+        expiresAt = Math.max(expiresAt, fullAt(level, measured, scale))
+      } else if (offset >= 0) {
+        const values = next as PeriodState
+        expiresAt = Math.max(expiresAt, fullAt(values[offset] as number, values[offset + 1] as number, scale))
       }
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
       const result = answerWith(window, scale, now, cost, level, measured, answerAt(into, at))
@@ -249,6 +255,7 @@ export const bucket: Algorithm<BucketState> = {
         answerShed(bucket, next, window, now, cost, shedding, result)
       at++
     }
-    return next
+    settled.state = next
+    settled.expiresAt = next === undefined ? 0 : expiresAt
   },
 }

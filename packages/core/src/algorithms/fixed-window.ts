@@ -147,22 +147,29 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     return bits
   },
 
-  settle(state, windows, now, cost, delta, shedding, into, at) {
+  settle(state, windows, now, cost, delta, shedding, into, at, settled) {
     // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
     // each window's values found once.
     let next = delta < 0 ? refund(state, windows, now, cost) : state
+    let expiresAt = 0
     for (let w = 0; w < windows.length; w++) {
       const window = windows[w] as Window
       const { periodMs } = window
       const current = Math.floor(now / periodMs)
       const offset = valuesOf(next, periodMs, 2)
       const stored = offset >= 0 ? ((next as PeriodState)[offset] as number) : -1
+      const kept = offset >= 0 ? ((next as PeriodState)[offset + 1] as number) : 0
       const counting = stored >= current
       const index = counting ? stored : current
-      let count = counting ? ((next as PeriodState)[offset + 1] as number) : 0
+      let count = counting ? kept : 0
       if (delta > 0) {
         count += cost
         next = withValues(next, offset, periodMs, index, count)
+      }
+      // expiresAt's reckoning, on the values the state holds now.
+      if (delta > 0 ? count > 0 : kept > 0) {
+        const endsAt = ((delta > 0 ? index : stored) + 1) * periodMs
+        if (endsAt > expiresAt) expiresAt = endsAt
       }
       const endsAt = counting || delta > 0 ? (index + 1) * periodMs : now
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
@@ -171,6 +178,7 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
         answerShed(fixedWindow, next, window, now, cost, shedding, result)
       at++
     }
-    return next
+    settled.state = next
+    settled.expiresAt = next === undefined ? 0 : expiresAt
   },
 }

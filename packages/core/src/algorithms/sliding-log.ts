@@ -201,7 +201,7 @@ export const slidingLog: Algorithm<SlidingLogState> = {
     return bits
   },
 
-  settle(state, windows, now, cost, delta, shedding, into, at) {
+  settle(state, windows, now, cost, delta, shedding, into, at, settled) {
     const next = delta > 0 ? charge(state, windows, now, cost) : delta < 0 ? refund(state, windows, now, cost) : state
     for (let w = 0; w < windows.length; w++) {
       const window = windows[w] as Window
@@ -211,6 +211,7 @@ export const slidingLog: Algorithm<SlidingLogState> = {
         answerShed(slidingLog, next, window, now, cost, shedding, result)
       at++
     }
-    return next
+    settled.state = next
+    settled.expiresAt = next === undefined ? 0 : slidingLog.expiresAt(next, windows)
   },
 }

@@ -13,6 +13,13 @@ export type SlidingWindowState = PeriodState
  * and the previous window's count. Three reads rather than one tuple: reading allocates nothing.
  */
 
+/** When a window's stored values stop counting, 0 when they count nothing. */
+function windowExpiry(index: number, count: number, previous: number, periodMs: number): number {
+  // The current count still weighs on the next window, as its previous one.
+  if (count > 0) return (index + 2) * periodMs
+  return previous > 0 ? (index + 1) * periodMs : 0
+}
+
 function indexAt(values: SlidingWindowState | undefined, at: number, periodMs: number, now: number): number {
   const index = Math.floor(now / periodMs)
   return at >= 0 ? Math.max(index, (values as PeriodState)[at] as number) : index
@@ -179,13 +186,10 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
       const window = windows[w] as Window
       const at = valuesOf(state, window.periodMs, 3)
       if (at < 0) continue
-      const index = state[at] as number
-      const count = state[at + 1] as number
-      const previous = state[at + 2] as number
-      if (count > 0 || previous > 0) {
-        // The current count still weighs on the next window, as its previous one.
-        latest = Math.max(latest, (index + (count > 0 ? 2 : 1)) * window.periodMs)
-      }
+      latest = Math.max(
+        latest,
+        windowExpiry(state[at] as number, state[at + 1] as number, state[at + 2] as number, window.periodMs),
+      )
     }
     return latest
   },
@@ -205,10 +209,11 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
     return bits
   },
 
-  settle(state, windows, now, cost, delta, shedding, into, at) {
+  settle(state, windows, now, cost, delta, shedding, into, at, settled) {
     // A refund takes its own steps; a charge, or nothing, is made and answered window by window,
     // each window's values found once.
     let next = delta < 0 ? refund(state, windows, now, cost) : state
+    let expiresAt = 0
     for (let w = 0; w < windows.length; w++) {
       const window = windows[w] as Window
       const { periodMs } = window
@@ -219,6 +224,13 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
       if (delta > 0) {
         count += cost
         next = withValues(next, offset, periodMs, index, count, previous)
+        expiresAt = Math.max(expiresAt, windowExpiry(index, count, previous, periodMs))
+      } else if (offset >= 0) {
+        const values = next as PeriodState
+        expiresAt = Math.max(
+          expiresAt,
+          windowExpiry(values[offset] as number, values[offset + 1] as number, values[offset + 2] as number, periodMs),
+        )
       }
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
       const result = answerWith(window, now, cost, index, count, previous, answerAt(into, at))
@@ -226,6 +238,7 @@ export const slidingWindow: Algorithm<SlidingWindowState> = {
         answerShed(slidingWindow, next, window, now, cost, shedding, result)
       at++
     }
-    return next
+    settled.state = next
+    settled.expiresAt = next === undefined ? 0 : expiresAt
   },
 }

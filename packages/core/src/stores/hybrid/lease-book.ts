@@ -1,4 +1,4 @@
-import { type Algorithm, LIMITED, SHEDS } from '../../algorithms/algorithm.js'
+import { type Algorithm, LIMITED, type Settled, SHEDS } from '../../algorithms/algorithm.js'
 import { algorithms } from '../../algorithms/index.js'
 import type { KeyBuilder } from '../../rules/keys.js'
 import type { Window } from '../../rules/rules.js'
@@ -52,6 +52,9 @@ export interface Lease {
 
 /** Leases looked at, oldest first, for one to evict. */
 const EVICTION_LOOK = 64
+
+/** What a lease's `settle` leaves, reused by every decision: the state goes to the lease at once. */
+const settled: Settled = { state: undefined, expiresAt: 0 }
 
 /** What is left of a key's measured rate after an interval with fewer units. */
 const DECAY = 0.75
@@ -267,7 +270,7 @@ export class LeaseBook {
     for (const lease of leases) {
       const { model, target } = lease
       const at = windows.length
-      lease.state = model.settle(
+      model.settle(
         lease.state,
         target.windows,
         now,
@@ -276,7 +279,9 @@ export class LeaseBook {
         shed ? random : undefined,
         windows,
         at,
+        settled,
       )
+      lease.state = settled.state
       if (charged) {
         lease.slice -= cost
         lease.admitted += cost
@@ -305,7 +310,7 @@ export class LeaseBook {
         else this.give(lease, now, cost)
         lease.admitted = Math.max(0, lease.admitted - cost)
       }
-      lease.state = model.settle(
+      model.settle(
         lease.state,
         target.windows,
         now,
@@ -314,7 +319,9 @@ export class LeaseBook {
         undefined,
         windows,
         windows.length,
+        settled,
       )
+      lease.state = settled.state
     }
     return { allowed: true, nowMs: now, windows }
   }

@@ -1,4 +1,4 @@
-import { CLAMPED, LIMITED, SHEDS } from '../../algorithms/algorithm.js'
+import { CLAMPED, LIMITED, type Settled, SHEDS } from '../../algorithms/algorithm.js'
 import { algorithms } from '../../algorithms/index.js'
 import { afterRefusal, blockedUntil, type LockoutState, lockoutExpiresAt } from '../../algorithms/lockout.js'
 import type { StoreOperation, StoreRequest, StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
@@ -23,6 +23,9 @@ export interface LockoutTable {
  * state alive.
  */
 let states: unknown[] = []
+
+/** What each target's `settle` leaves, reused as `states` is; emptied once the decision is made. */
+const settled: Settled = { state: undefined, expiresAt: 0 }
 
 /** What `decideLocally` answers besides its windows' answers: bits. */
 export const ALLOWED = 1
@@ -92,14 +95,14 @@ export function decideLocally<Key>(
     const algorithm = algorithms[target.algorithm]
     const before = states[t]
     states[t] = undefined
-    const state = algorithm.settle(before, target.windows, now, cost, delta, shed ? random : undefined, windows, w)
+    algorithm.settle(before, target.windows, now, cost, delta, shed ? random : undefined, windows, w, settled)
     w += target.windows.length
     if (delta !== 0 || clamped?.[t] === true) {
-      const expiresAt = state === undefined ? 0 : algorithm.expiresAt(state, target.windows)
-      if (expiresAt > now) table.set(keys[t] as Key, state, expiresAt)
+      if (settled.expiresAt > now) table.set(keys[t] as Key, settled.state, settled.expiresAt)
       else table.delete(keys[t] as Key)
     }
   }
+  settled.state = undefined
   if (shed) return SHED
   if (lockouts !== undefined && !allowed && (blocked || operation === 'consume')) {
     if (settleLockouts(lockouts, targets, count, windows, now, blocked)) return BLOCKED
