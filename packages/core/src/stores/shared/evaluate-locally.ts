@@ -72,8 +72,11 @@ export function decideLocally<Key>(
   // is charged: otherwise it would hold this clock back for as long as the clocks disagree.
   let clamped: boolean[] | undefined
   let found = 0
+  // Whether a target carries a block: a decision of rules without one asks the lockouts nothing.
+  let blocking = false
   for (let t = 0; t < count; t++) {
-    const { algorithm, windows: its } = targets[t] as StoreTarget
+    const { algorithm, windows: its, block } = targets[t] as StoreTarget
+    if (block !== undefined) blocking = true
     const state = table.get(keys[t] as Key, now)
     states[t] = state
     const bits = algorithms[algorithm].read(state, its, now, cost, random)
@@ -84,7 +87,7 @@ export function decideLocally<Key>(
     found |= bits
   }
   // A block in force refuses before the windows are asked anything more.
-  const blocked = lockouts !== undefined && !forced && blockedTarget(lockouts, targets, count, now)
+  const blocked = blocking && lockouts !== undefined && !forced && blockedTarget(lockouts, targets, count, now)
   // Only a decision that fits may be shed: one that does not is limited, whatever the draw.
   const allowed = forced || ((found & LIMITED) === 0 && !blocked)
   const shed = allowed && (found & SHEDS) !== 0
@@ -104,7 +107,7 @@ export function decideLocally<Key>(
   }
   settled.state = undefined
   if (shed) return SHED
-  if (lockouts !== undefined && !allowed && (blocked || operation === 'consume')) {
+  if (blocking && lockouts !== undefined && !allowed && (blocked || operation === 'consume')) {
     if (settleLockouts(lockouts, targets, count, windows, now, blocked)) return BLOCKED
   }
   return allowed ? ALLOWED : 0
