@@ -168,8 +168,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       }
       // expiresAt's reckoning, on the values the state holds now.
       if (delta > 0 ? count > 0 : kept > 0) {
-        const endsAt = ((delta > 0 ? index : stored) + 1) * periodMs
-        if (endsAt > expiresAt) expiresAt = endsAt
+        const until = ((delta > 0 ? index : stored) + 1) * periodMs
+        if (until > expiresAt) expiresAt = until
       }
       const endsAt = counting || delta > 0 ? (index + 1) * periodMs : now
       // An answer already in `into` is written over: a store that reuses its answers allocates none.

@@ -8,17 +8,17 @@ import { answerAt, emptyAnswer, type StoreWindowResult } from './window-result.j
 /** Per period: the current fixed window's index, its count, and the previous window's count. */
 export type SlidingWindowState = PeriodState
 
-/*
- * Now's fixed window, read from the values at `at` (valuesOf, -1 for none): its index, its count
- * and the previous window's count. Three reads rather than one tuple: reading allocates nothing.
- */
-
 /** When a window's stored values stop counting, 0 when they count nothing. */
 function windowExpiry(index: number, count: number, previous: number, periodMs: number): number {
   // The current count still weighs on the next window, as its previous one.
   if (count > 0) return (index + 2) * periodMs
   return previous > 0 ? (index + 1) * periodMs : 0
 }
+
+/*
+ * Now's fixed window, read from the values at `at` (valuesOf, -1 for none): its index, its count
+ * and the previous window's count. Three reads rather than one tuple: reading allocates nothing.
+ */
 
 function indexAt(values: SlidingWindowState | undefined, at: number, periodMs: number, now: number): number {
   const index = Math.floor(now / periodMs)
