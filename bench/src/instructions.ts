@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { RuleShape } from './contenders/contender.js'
 import { contenderById, IN_PROCESS_CONTENDERS } from './contenders/index.js'
-import { integer, ratio } from './report/format.js'
+import { integer, ratio, table } from './report/format.js'
 import { max, median, min } from './stats.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -124,12 +124,16 @@ console.log(
 console.log(
   '"Own" is the median less its shape\'s floor; "× express-rate-limit" is express-rate-limit\'s one-window median over the row\'s.\n',
 )
-console.log('| contender | shape | median | range | own | × express-rate-limit |')
-console.log('| --- | --- | ---: | ---: | ---: | ---: |')
-for (const row of rows) {
-  const floor = rows.find((other) => other.id === 'floor' && other.shape === row.shape)
-  const own = floor === undefined || row.id === 'floor' ? '' : integer(row.median - floor.median)
-  const versus = incumbent === undefined || row.id === 'floor' ? '' : ratio(incumbent.median / row.median)
-  const range = `${integer(row.lowest)}–${integer(row.highest)}`
-  console.log(`| ${row.id} | ${row.shape} | ${integer(row.median)} | ${range} | ${own} | ${versus} |`)
-}
+console.log(
+  table(
+    ['contender', 'shape', 'median', 'range', 'own', '× express-rate-limit'],
+    rows.map((row) => {
+      const floor = rows.find((other) => other.id === 'floor' && other.shape === row.shape)
+      const own = floor === undefined || row.id === 'floor' ? '' : integer(row.median - floor.median)
+      const versus = incumbent === undefined || row.id === 'floor' ? '' : ratio(incumbent.median / row.median)
+      const range = `${integer(row.lowest)}–${integer(row.highest)}`
+      return [row.id, row.shape, integer(row.median), range, own, versus]
+    }),
+    ['l', 'l', 'r', 'r', 'r', 'r'],
+  ),
+)

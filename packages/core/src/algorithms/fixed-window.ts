@@ -21,6 +21,11 @@ function fits(window: Window, now: number, need: number, count: number, endsAt: 
   return count + need <= window.limit ? now : endsAt
 }
 
+/** When a window's stored values stop counting: the end of window `index` while it counts something, else 0. */
+function windowExpiry(index: number, count: number, periodMs: number): number {
+  return count > 0 ? (index + 1) * periodMs : 0
+}
+
 /** The units counted in now's window. */
 function countOf(state: FixedWindowState | undefined, window: Window, now: number): number {
   const at = valuesOf(state, window.periodMs, 2)
@@ -117,8 +122,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     for (let w = 0; w < windows.length; w++) {
       const window = windows[w] as Window
       const at = valuesOf(state, window.periodMs, 2)
-      if (at >= 0 && (state[at + 1] as number) > 0)
-        latest = Math.max(latest, ((state[at] as number) + 1) * window.periodMs)
+      if (at >= 0)
+        latest = Math.max(latest, windowExpiry(state[at] as number, state[at + 1] as number, window.periodMs))
     }
     return latest
   },
@@ -165,12 +170,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       if (delta > 0) {
         count += cost
         next = withValues(next, offset, periodMs, index, count)
-      }
-      // expiresAt's reckoning, on the values the state holds now.
-      if (delta > 0 ? count > 0 : kept > 0) {
-        const until = ((delta > 0 ? index : stored) + 1) * periodMs
-        if (until > expiresAt) expiresAt = until
-      }
+        expiresAt = Math.max(expiresAt, windowExpiry(index, count, periodMs))
+      } else expiresAt = Math.max(expiresAt, windowExpiry(stored, kept, periodMs))
       const endsAt = counting || delta > 0 ? (index + 1) * periodMs : now
       // An answer already in `into` is written over: a store that reuses its answers allocates none.
       const result = answerWith(window, now, cost, count, endsAt, answerAt(into, at))
