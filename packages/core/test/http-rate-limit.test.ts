@@ -8,7 +8,7 @@ import { createLimiter, type Limiter } from '../src/limiter/limiter.js'
 import type { Decision } from '../src/rules/decision.js'
 import type { RulesOptions, WindowOptions } from '../src/rules/rules.js'
 import { MemoryStore } from '../src/stores/memory/memory-store.js'
-import type { Store, StoreResult } from '../src/stores/store.js'
+import type { Store, StoreReceiver, StoreRequest, StoreResult } from '../src/stores/store.js'
 import type { Duration } from '../src/support/duration.js'
 import { TollgateConfigError, TollgateError } from '../src/support/errors.js'
 
@@ -945,6 +945,26 @@ describe('createRouteRateLimit', () => {
     for (let i = 0; i < 3; i++) await base.check({}, view())
     await upload.close()
     expect(await base.check({}, view())).toMatchObject({ action: 'respond', status: 429 })
+  })
+
+  // A RedisStore answers its decisions through a receiver: the route's view of the app's store
+  // keeps that way rather than falling back to a promise per decision.
+  it("asks the app's store through its receiver for a route with its own windows", async () => {
+    const asked: string[] = []
+    const store = {
+      evaluate: () => Promise.reject(new Error('evaluate is not the path taken')),
+      [Symbol.for('tollgate.answersInto')]: (request: StoreRequest, receiver: StoreReceiver) => {
+        asked.push(request.targets[0]?.rule ?? '')
+        receiver.answer({ allowed: true, nowMs: T, windows: [{ remaining: 1, resetAtMs: T + 10_000, fitsAtMs: T }] })
+      },
+      reset: async () => {},
+      close: async () => {},
+    } satisfies Store
+    const base = rateLimit({ store, rules, rule: 'api' })
+    const upload = route(base, { windows: [{ limit: 2, period: '10s' }] })
+    expect((await upload.check({}, view())).headers.RateLimit).toBe('"POST /upload-10s";r=1;t=10')
+    // The route's state name: its rule's name, then a digest of its windows.
+    expect(asked).toEqual([expect.stringMatching(/^POST \/upload@/)])
   })
 
   // Regression: with a limiter passed in, a route's own windows went to a fresh MemoryStore.

@@ -3,7 +3,7 @@ import { createLimiter, type Limiter } from '../src/limiter/limiter.js'
 import type { LimiterOptions } from '../src/limiter/limiter-config.js'
 import type { RulesOptions } from '../src/rules/rules.js'
 import { MemoryStore } from '../src/stores/memory/memory-store.js'
-import type { Store, StoreRequest, StoreResult } from '../src/stores/store.js'
+import type { Store, StoreReceiver, StoreRequest, StoreResult } from '../src/stores/store.js'
 import { TollgateArgumentError, TollgateConfigError, TollgateError } from '../src/support/errors.js'
 
 const T = 1_763_712_000_000
@@ -229,7 +229,7 @@ describe('a store that rejects', () => {
     await limiter.close()
   })
 
-  it('decides through a store that answers through a receiver', async () => {
+  it('decides through a store that answers through a receiver by the deprecated evaluateInto', async () => {
     const answer: StoreResult = { allowed: true, nowMs: T, windows: [{ remaining: 4, resetAtMs: T, fitsAtMs: T }] }
     const delivered: string[] = []
     const store: Store = {
@@ -246,6 +246,28 @@ describe('a store that rejects', () => {
     expect(await limiter.consume('api', IP)).toMatchObject({ allowed: true, reason: 'ok' })
     expect(await limiter.peek('api', IP)).toMatchObject({ reason: 'store-error-allowed' })
     expect(delivered).toEqual(['consume', 'peek'])
+  })
+
+  // A store of another copy of core (ESM beside CommonJS) is answered through its receiver too:
+  // the key is a registered symbol, not the copy's own.
+  it('decides through a store that answers through a receiver under the registered symbol, evaluate left unasked', async () => {
+    const answer: StoreResult = { allowed: true, nowMs: T, windows: [{ remaining: 4, resetAtMs: T, fitsAtMs: T }] }
+    const delivered: string[] = []
+    const store = {
+      evaluate: () => Promise.reject(new Error('evaluate is not the path taken')),
+      evaluateInto: () => {
+        throw new Error('the deprecated evaluateInto is not the path taken')
+      },
+      [Symbol.for('tollgate.answersInto')]: (request: StoreRequest, receiver: StoreReceiver) => {
+        delivered.push(request.operation)
+        setImmediate(() => receiver.answer(answer))
+      },
+      reset: async () => {},
+      close: async () => {},
+    } satisfies Store
+    const limiter = limiterOver(store)
+    expect(await limiter.consume('api', IP)).toMatchObject({ allowed: true, reason: 'ok', windows: [{ remaining: 4 }] })
+    expect(delivered).toEqual(['consume'])
   })
 })
 

@@ -1,4 +1,5 @@
 import { viewsStateOf } from '../limiter/rule-name-clash.js'
+import { ANSWERS_INTO, type AnswersInto, answersIntoOf } from '../stores/shared/answers-into.js'
 import type { Store } from '../stores/store.js'
 import { TollgateConfigError } from '../support/errors.js'
 import { MIDDLEWARE_FOREIGN_OPTIONS } from '../support/foreign-options.js'
@@ -60,8 +61,8 @@ function sharedStore(store: Store): Store {
   }
   const evaluateSync = store.evaluateSync?.bind(store)
   if (evaluateSync) shared.evaluateSync = evaluateSync
-  const evaluateInto = store.evaluateInto?.bind(store)
-  if (evaluateInto) shared.evaluateInto = evaluateInto
+  const answerInto = answersIntoOf(store)
+  if (answerInto) (shared as Store & AnswersInto)[ANSWERS_INTO] = answerInto
   const recentError = store.recentError?.bind(store)
   if (recentError) shared.recentError = recentError
   // Its rules share the app's keys: a rule of the app's name with other limits clashes there.

@@ -4,6 +4,7 @@ import type { Decision } from '../rules/decision.js'
 import { KeyBuilder } from '../rules/keys.js'
 import type { WarningHandler } from '../rules/rules.js'
 import { storeFailureDecision } from '../rules/store-error-policy.js'
+import { type AnswerInto, answersIntoOf } from '../stores/shared/answers-into.js'
 import { fillTargets, type TargetSlot } from '../stores/shared/decision-targets.js'
 import { LocalCounts } from '../stores/shared/local-counts.js'
 import { DECIDES_IN_PROCESS, type DecidesInProcess } from '../stores/shared/local-decision.js'
@@ -47,7 +48,8 @@ export class StoreCaller implements CallSettler {
   /** The store's own one-pass decision, when it is a store of this copy of core that decides in the process. */
   private readonly inProcess: DecidesInProcess | undefined
   private readonly evaluateSync: ((request: StoreRequest) => StoreResult | undefined) | undefined
-  private readonly evaluateInto: Store['evaluateInto']
+  /** How the store takes a receiver instead of making a promise, if it does (stores/shared/answers-into.ts). */
+  private readonly answersInto: AnswerInto | undefined
   private readonly recentError: (() => Error | undefined) | undefined
   private inFlight = 0
   /** Decisions waiting for the store, bounded by `backlog.max`. */
@@ -75,7 +77,7 @@ export class StoreCaller implements CallSettler {
     this.notice = new FailOpenNotice(warn, () => events.listenerCount('store-error') > 0)
     this.inProcess = DECIDES_IN_PROCESS in store ? (store as Store & DecidesInProcess) : undefined
     this.evaluateSync = store.evaluateSync?.bind(store)
-    this.evaluateInto = store.evaluateInto?.bind(store)
+    this.answersInto = answersIntoOf(store)
     this.recentError = store.recentError?.bind(store)
   }
 
@@ -154,7 +156,7 @@ export class StoreCaller implements CallSettler {
     )
     const request = requestOf(plan)
     try {
-      if (this.evaluateInto) this.evaluateInto(request, wait)
+      if (this.answersInto) this.answersInto(request, wait)
       else {
         this.store.evaluate(request).then(
           (result) => wait.answer(result),

@@ -82,7 +82,7 @@ export interface ReplyWatch {
   silentMs(now: number): number
 }
 
-/** Where a store delivers an answer given through `evaluateInto`. */
+/** Where a store of this package delivers an answer it sent away for (stores/shared/answers-into.ts). */
 export interface StoreReceiver {
   answer(result: StoreResult): void
   fail(error: unknown): void
@@ -116,22 +116,25 @@ export interface Store {
    * cost above its estimate; `reserve` refuses (`TG_CONFIG`) on a store without it.
    */
   readonly chargesOverLimits?: boolean
+  /**
+   * A store decides two ways. This is the one every store has: the answer, by promise. A store
+   * whose state is elsewhere (Redis) is asked here, bounded by `storeTimeoutMs` and watched by
+   * the circuit breaker.
+   */
   evaluate(request: StoreRequest): Promise<StoreResult>
   /**
-   * The same answer at once, for stores that keep their state in the process. When a store has
-   * it, the limiter calls it instead of `evaluate`, with no timeout and no circuit breaker:
-   * nothing in-process can stop answering, and the decision costs no timer and no promise hop.
-   * `undefined`: this decision needs the shared store (a strict HybridStore whose slices do not
-   * cover it); the limiter then asks `evaluateInto` or `evaluate`, with the timeout and breaker.
+   * The other, for stores that keep their state in the process: the same answer at once. When a
+   * store has it, the limiter calls it instead of `evaluate`, with no timeout and no circuit
+   * breaker: nothing in-process can stop answering, and the decision costs no timer and no
+   * promise hop. `undefined`: this decision needs the shared store (a strict HybridStore whose
+   * slices do not cover it); the limiter then asks `evaluate`, with the timeout and breaker.
    */
   evaluateSync?(request: StoreRequest): StoreResult | undefined
   /**
-   * The same answer as `evaluate`, delivered to `receiver` exactly once instead of through a
-   * promise. When a store has it, the limiter calls it instead of `evaluate`: a store answering
-   * a batch of decisions per round trip then settles each with a call, not a promise and its
-   * continuations. A store that also has `evaluateSync` is asked here only for a request that
-   * `evaluateSync` has just left undefined, so that it need not ask itself again. The receiver's
-   * methods never throw.
+   * @deprecated Implement `evaluate` (and `evaluateSync` for an answer made in the process). Still
+   * honoured: the answer `evaluate` would give, delivered to `receiver` exactly once, asked
+   * instead of `evaluate` (after `evaluateSync` left the request undefined, when the store has
+   * both). The receiver's methods never throw.
    */
   evaluateInto?(request: StoreRequest, receiver: StoreReceiver): void
   /**

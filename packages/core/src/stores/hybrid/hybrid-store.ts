@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import type { Decision } from '../../rules/decision.js'
 import type { AlgorithmName } from '../../rules/rules.js'
+import { ANSWERS_INTO } from '../shared/answers-into.js'
 import type { TargetSlot } from '../shared/decision-targets.js'
 import { DECIDES_IN_PROCESS, type LocalCall } from '../shared/local-decision.js'
 import { keysReset } from '../shared/reset-once.js'
@@ -94,11 +95,16 @@ export class HybridStore extends EventEmitter<HybridStoreEvents> implements Stor
     }
   }
 
-  /**
-   * A decision `evaluateSync` left to Redis: strict mode's round trip, or approximate mode's read
-   * of keys the table had no room for.
-   */
+  /** @deprecated The limiter answers through the store's receiver itself; call `evaluate`. */
   evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
+    this[ANSWERS_INTO](request, receiver)
+  }
+
+  /**
+   * @internal A decision `evaluateSync` left to Redis: strict mode's round trip, or approximate
+   * mode's read of keys the table had no room for (stores/shared/answers-into.ts).
+   */
+  [ANSWERS_INTO](request: StoreRequest, receiver: StoreReceiver): void {
     this.mode.ask(request, receiver).then(
       (result) => receiver.answer(result),
       (error: unknown) => receiver.fail(error),

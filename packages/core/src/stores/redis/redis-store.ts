@@ -4,6 +4,7 @@ import { KeyBuilder } from '../../rules/keys.js'
 import { decideScript } from '../../scripts/generated.js'
 import { type Clock, timeFrom } from '../../support/clock.js'
 import { describeValue, TollgateError } from '../../support/errors.js'
+import { ANSWERS_INTO } from '../shared/answers-into.js'
 import { Batches } from '../shared/batches.js'
 import { ClientErrors } from '../shared/client-errors.js'
 import { decideAcrossSlots, groupBySlot, type RunOnSlot } from '../shared/cluster-slots.js'
@@ -132,10 +133,16 @@ export class RedisStore implements Store {
       return Promise.reject(error)
     }
     if (refused !== undefined) return Promise.resolve(refused)
-    return new Promise((resolve, reject) => this.evaluateInto(request, { answer: resolve, fail: reject }))
+    return new Promise((resolve, reject) => this[ANSWERS_INTO](request, { answer: resolve, fail: reject }))
   }
 
+  /** @deprecated The limiter answers through the store's receiver itself; call `evaluate`. */
   evaluateInto(request: StoreRequest, receiver: StoreReceiver): void {
+    this[ANSWERS_INTO](request, receiver)
+  }
+
+  /** @internal How the limiter is answered: one call per decision of a batch (stores/shared/answers-into.ts). */
+  [ANSWERS_INTO](request: StoreRequest, receiver: StoreReceiver): void {
     const { operation, targets, cost, random } = request
     const keys = this.keysOf(targets)
     const { refusals } = this
