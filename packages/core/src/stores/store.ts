@@ -82,7 +82,7 @@ export interface ReplyWatch {
   silentMs(now: number): number
 }
 
-/** Where a store of this package delivers an answer it sent away for (stores/shared/answers-into.ts). */
+/** Where a store delivers an answer by a call rather than a promise: RedisStore's and HybridStore's way with the limiter, and the deprecated `evaluateInto`'s. */
 export interface StoreReceiver {
   answer(result: StoreResult): void
   fail(error: unknown): void
