@@ -4,9 +4,10 @@
 -- would write it, so a RedisStore on the same keys sees the units, and this sees its charges.
 --
 -- A sync carries up to a million keys a second, so what a key costs here and in the process is
--- what a sync costs: the keys are read with one MGET, their entries come as one JSON array that
--- cjson reads in C (rather than a find and a sub per number in Lua), their values go back as one
--- text, and a rule's text comes once for all its keys.
+-- what a sync costs: most keys take one DECRBY (a fixed window's addable value, lib/counter_state.lua),
+-- the rest are read with one MGET, their entries come as one JSON array that cjson reads in C
+-- (rather than a find and a sub per number in Lua), their values go back as one text, and a
+-- rule's text comes once for all its keys.
 --
 -- KEYS     [the instances key, when ARGV[2] is not ''], [the push's operation key, when ARGV[3]
 --          is not ''], then the state keys of the entries, one per entry, those of one Cluster
@@ -26,11 +27,11 @@
 --          [5] '' (or none) when the state keys are all in KEYS; else, on a Cluster, how many keys each slot
 --              of the call holds, 'n,n,…', its keys in slot order: the first slot's in KEYS, the
 --              others' from ARGV[6] on. A call then covers every slot of a master it was sent to,
---              rather than one (a slot holds about 60 keys of a million): each slot's keys are read
---              with an MGET of their own, since a command may not cross slots.
+--              rather than one (a slot holds about 60 keys of a million): each slot's keys are
+--              checked and read with commands of their own, since a command may not cross slots.
 -- Reply    an error 'TG_NONLOCAL <ran before: 0 or 1>' when a slot of the call is not this node's
---          (the client's map of the Cluster is out of date): the keys are all read before any
---          is written, so the call wrote nothing. Otherwise server time in ms, the number of live instances (-1 without a heartbeat), then the
+--          (the client's map of the Cluster is out of date): the slots are all checked before any
+--          key is written, so the call wrote nothing. Otherwise server time in ms, the number of live instances (-1 without a heartbeat), then the
 --          entries' values after, each ended by '\n': the value ('' for no key), or '!' and why the
 --          entry failed; then, for each entry that pushed units above a limit, its number (from
 --          1) and those units
@@ -75,28 +76,45 @@ if #ARGV > 5 then
     names[#names + 1] = ARGV[i]
   end
 end
--- Every key is read, slot by slot, before any is written.
--- MGET answers nil for a key of another type as for none: write_counter's `absent` tells them apart.
-local values, runs = {}, ARGV[5] or ''
-if runs == '' then
-  if offset < #names then
-    values = call('MGET', unpack(names, offset + 1, #names))
-  end
-else
+-- On a Cluster, a call covering several slots first asks whether each is this node's, before
+-- anything is written: a slot it does not serve fails EXISTS of the slot's keys, and the client
+-- sends the keys again slot by slot, which follows Redis's redirections.
+local runs = ARGV[5] or ''
+local bounds = {}
+if runs ~= '' then
   local at = 1
   for run in string.gmatch(runs, '%d+') do
     local last = at + tonumber(run) - 1
-    -- A slot this node does not serve fails the read, before anything is written: the client
-    -- sends the keys again slot by slot, which follows Redis's redirections.
-    local read = redis.pcall('MGET', unpack(names, at, last))
-    if read.err then
+    if type(redis.pcall('EXISTS', unpack(names, at, last))) == 'table' then
       return redis.error_reply('TG_NONLOCAL ' .. (ran_before and '1' or '0'))
     end
-    for i = 1, #read do
-      values[at + i - 1] = read[i]
-    end
+    bounds[#bounds + 1] = last
     at = last + 1
   end
+else
+  bounds[1] = #names
+end
+-- The keys' values, read with one MGET per slot when an entry first needs one: most keys of a
+-- sync never do (fixed_window.lua adds to them without a read). A key's value is read before the
+-- key is written, as only its own entry writes it. MGET answers nil for a key of another type as
+-- for none: write_counter's `absent` tells them apart.
+local values
+local function value_of(n)
+  if not values then
+    values = {}
+    local at = offset + 1
+    for b = 1, #bounds do
+      local last = bounds[b]
+      if at <= last then
+        local read = call('MGET', unpack(names, at, last))
+        for i = 1, #read do
+          values[at - offset + i - 1] = read[i]
+        end
+      end
+      at = last + 1
+    end
+  end
+  return values[n]
 end
 local s, segments, over, afters = {}, {}, {}, {}
 local items = cjson.decode(ARGV[4])
@@ -122,7 +140,7 @@ local function sync_from()
         error('the sync entry at item ' .. j .. ' does not hold its count of numbers: ' .. tostring(item))
       end
       entry = entry + 1
-      local name, raw, at = names[offset + entry], values[entry], j
+      local name, at = names[offset + entry], j
       j = j + count + 1
       local after, pushed_over = nil, 0
       if not name then
@@ -136,7 +154,7 @@ local function sync_from()
         keyed = true
         -- Most keys push one segment to a rule of one window, which a counter may add in place.
         if count == 2 and not ran_before and windows[2] == nil and module.sync_in_window then
-          local added_over, added_after = module.sync_in_window(name, raw, windows[1], now, items[at + 1], items[at + 2])
+          local added_over, added_after = module.sync_in_window(name, value_of, entry, windows[1], now, items[at + 1], items[at + 2])
           if added_after then
             pushed_over, after = added_over, added_after
           end
@@ -151,6 +169,7 @@ local function sync_from()
             segments[x] = nil
           end
           held = copied
+          local raw = value_of(entry)
           pushed_over, after = module.sync(name, raw, windows, now, segments, s, folded, not raw)
         end
         keyed = false

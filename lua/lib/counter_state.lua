@@ -1,27 +1,37 @@
 -- State of the counter algorithms (fixed window, sliding window, bucket): one string per key.
--- Each algorithm keeps the same fields per window in either of two encodings (its file names
--- them; packages/core/src/stores/shared/redis-state.ts decodes and encodes both):
+-- Each algorithm keeps the same fields per window in one of three encodings (its file names
+-- them; packages/core/src/stores/shared/redis-state.ts decodes them):
 --
 -- Compact, for a rule of one window whose fields fit: the fields f1 … fk as one run of digits,
 -- f1 then f2 … fk, then one length digit for each of f2 … fk (f1's length is what is left). f1 is
--- a time in ms, the others at most 9 digits: a fixed window ending at 1763700060000 with a count
--- of 42 is 1763700060000 42 2 → 1763700060000422. Redis keeps a canonical decimal of at most 19
+-- a time in ms, the others at most 9 digits: a bucket measured at 1763700059710 with a deficit
+-- of 600 is 1763700059710 600 3 → 17637000597106003. Redis keeps a canonical decimal of at most 19
 -- digits below 2^63 as an integer (OBJECT ENCODING int), which takes less memory than a string.
 -- A longer run is still read right; it only costs as much as a string.
+--
+-- Addable, for a rule of one window whose two fields are a time in whole seconds (f1) and a
+-- count below 1,000,000 (f2): the negative integer -(f1 / 1000 × 1000000 + f2). A fixed window
+-- ending at 1763700060000 with a count of 42 is -1763700060000042. A sync adds a process's units
+-- to it with one DECRBY, which answers the value after, and needs no read and no write of its
+-- own (fixed_window.lua). Its magnitude stays below 2^53, so a script reads DECRBY's answer
+-- exactly; a compact value is never negative, so the sign tells the two apart.
 --
 -- Text, for any number of windows and any values: `period:f1:f2… ` for each window that has
 -- fields, in the rule's order, every entry ended by a space: a value holds a space if and only
 -- if it is text, which one find tells. Entries are found by period, so a rule whose windows
 -- change keeps the state of the periods it still has and starts new ones fresh.
 --
--- A compact value holds no period: read by a rule of several windows, it goes to the first
--- window. Its fields are times and counts, never window indices, so that after an edit of the
+-- A compact or addable value holds no period: read by a rule of several windows, it goes to the
+-- first window. Its fields are times and counts, never window indices, so that after an edit of the
 -- period they still say when the state ends.
 --
 -- Version 0.1.0 wrote the text form as `period v1 v2 …`, with other fields (see each algorithm's
 -- file): a value holding a space but no ':' is read in that layout and written back in this one.
 
 local MAX_PACKED = 999999999
+-- The addable form's bound on its count, and on its time: s × 1000000 + count stays below 2^53.
+local ADDABLE = 1000000
+local ADDABLE_ENDS_BEFORE = 9000000000000
 -- Length digits as strings: concatenating a number would format it on every write.
 local LENGTH_DIGITS = { '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 
@@ -74,7 +84,13 @@ local function parse_counter(raw, windows, s, at, arity, legacy)
   local last = at + #windows * arity
   if raw and not find(raw, ' ', 1, true) then
     local n, first = #raw, nil
-    if arity == 2 then
+    -- '-' is byte 45: the addable form, read whole (its magnitude is below 2^53).
+    if arity == 2 and byte(raw, 1) == 45 then
+      local v = -tonumber(raw)
+      local second = fmod(v, ADDABLE)
+      first = (v - second) / ADDABLE * 1000
+      s[at + 1], s[at + 2] = first, second
+    elseif arity == 2 then
       -- '0' is byte 48.
       local size = byte(raw, n) - 48
       first = tonumber(sub(raw, 1, n - 1 - size))
@@ -128,7 +144,9 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept, 
     local first, second = s[at + 1], s[at + 2]
     if first >= 0 and first % 1 == 0 and second >= 0 and second <= MAX_PACKED and second % 1 == 0 then
       local b = fmt(second)
-      if arity == 2 then
+      if arity == 2 and second < ADDABLE and first % 1000 == 0 and first > 0 and first < ADDABLE_ENDS_BEFORE then
+        value = fmt(-(first / 1000 * ADDABLE + second))
+      elseif arity == 2 then
         value = fmt(first) .. b .. LENGTH_DIGITS[#b]
       else
         local third = s[at + 3]

@@ -3,7 +3,8 @@
 --            ends_at), windows aligned to the epoch; also the key's expiry, so a charge within
 --            the window (same ends_at) keeps the TTL with SET … KEEPTTL
 --   count    units charged in that window; a key whose every count is 0 is deleted
--- Compact: ends_at then count (counter_state.lua). Mirrors algorithms/fixed-window.ts, whose
+-- Addable when ends_at is whole seconds and count below 1,000,000, as most windows are, else
+-- compact: ends_at then count (counter_state.lua). Mirrors algorithms/fixed-window.ts, whose
 -- index is ends_at / period - 1. After an edit of the period, the window that holds the stored
 -- window's last millisecond carries its count on. Version 0.1.0's text layout held
 -- `period index count`.
@@ -140,40 +141,49 @@ local function fixed_window_module()
     return n
   end
 
-  -- Most keys of a sync: one window, one segment admitted in now's window, and a compact value
-  -- of that window or no key (`raw` nil: MGET's answer for none, or for a key of another type). What the general sync below does for them,
-  -- without its decoding, its closure and its writer, where most of a key's time in Lua went
-  -- (bench/README.md). Returns nothing for any other case, which sync.lua then gives the general
-  -- sync.
-  function module.sync_in_window(key, raw, w, now, at, units)
+  -- Most keys of a sync: one window, one segment admitted in now's window, on a key in the addable
+  -- form of that window or no key. One DECRBY adds the units and answers the value after, with no
+  -- read before and no write after (counter_state.lua); a key that was not there is given its
+  -- value and TTL. For anything else DECRBY's effect is taken back at once, within the script, and
+  -- nothing is returned: sync.lua then gives the key the general sync below, which reads it.
+  local absent_before = false
+  function module.sync_in_window(key, _, _, w, now, at, units)
     local period = w.period
     local ends_at = now - now % period + period
-    -- A segment from before now's window (now itself never is).
-    if at < ends_at - period then
+    -- A segment from before now's window (now itself never is), a refund, a count the form does
+    -- not hold, or a window end that is not whole seconds.
+    if at < ends_at - period or units <= 0 or units >= ADDABLE or ends_at % 1000 ~= 0 or ends_at >= ADDABLE_ENDS_BEFORE then
       return
     end
-    -- Texts compared as texts: both come from fmt, and Lua compares two texts by reference.
-    local ends_text, count = fmt(ends_at), 0
-    if raw then
-      local n = #raw
-      -- A compact value ends with its count's length, a digit; the text form ends with a space.
-      local size = byte(raw, n) - 48
-      if size < 1 or size > 9 or sub(raw, 1, n - 1 - size) ~= ends_text then
-        return
+    -- This window's value with a count of 0; its values run down from there.
+    local zero = -(ends_at / 1000 * ADDABLE)
+    if absent_before then
+      -- The key before was new: a call's keys are most often all new (the first sync of a
+      -- window) or all there, and a new key then costs one command rather than two.
+      local value = fmt(zero - units)
+      if call('SET', key, value, 'PX', ends_at - now, 'NX') then
+        return pushed_above(units, units, w.limit), value
       end
-      count = tonumber(sub(raw, n - size, n - 1))
-      if not count then
-        return
-      end
+      absent_before = false
     end
-    local counted = count + units
-    if not (counted > 0 and counted <= MAX_PACKED and counted % 1 == 0) then
+    local after = redis.pcall('DECRBY', key, units)
+    -- An error (text, a compact value past an integer's range, a key of another type) wrote nothing.
+    if type(after) ~= 'number' then
       return
     end
-    local b = fmt(counted)
-    local value = ends_text .. b .. LENGTH_DIGITS[#b]
-    write_in_place(key, value, raw, ends_at - now)
-    return pushed_above(units, counted, w.limit), value
+    if after == -units then
+      -- No key: DECRBY made one from 0, which no value the scripts write is.
+      local value = fmt(zero - units)
+      call('SET', key, value, 'PX', ends_at - now)
+      absent_before = true
+      return pushed_above(units, units, w.limit), value
+    end
+    local counted = zero - after
+    -- Within this window's values, its count before at least 1 (a count of 0 is never kept).
+    if counted > units and counted < ADDABLE then
+      return pushed_above(units, counted, w.limit), fmt(after)
+    end
+    call('INCRBY', key, units)
   end
 
   -- Sync (sync.lua): the key's value `raw` (its read) plus a process's segments, each `units`

@@ -206,10 +206,10 @@ local function sliding_window_module()
   end
 
   -- Most keys of a sync: one window, one segment of units admitted in now's window, which the key
-  -- counts in already (a compact value) or no key (`raw` nil, as MGET answers). What the general sync
-  -- below does for them, without its decoding, its closure and its writer (as fixed_window.lua's).
-  -- Returns nothing for any other case, which sync.lua then gives the general sync.
-  function module.sync_in_window(key, raw, w, now, at, units)
+  -- counts in already (a compact value) or no key (`raw` nil, as MGET answers; `read(entry)` reads
+  -- it). What the general sync below does for them, without its decoding, its closure and its
+  -- writer. Returns nothing for any other case, which sync.lua then gives the general sync.
+  function module.sync_in_window(key, read, entry, w, now, at, units)
     if units <= 0 then
       return
     end
@@ -224,6 +224,7 @@ local function sliding_window_module()
     local expires_at, count, previous = (index + 2) * period, 0, 0
     -- Texts compared as texts: both come from fmt, and Lua compares two texts by reference.
     local expires_text = fmt(expires_at)
+    local raw = read(entry)
     if raw then
       local n = #raw
       if n < 5 then

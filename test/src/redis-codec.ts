@@ -4,6 +4,8 @@ import type { SlidingLogState } from '../../packages/core/src/algorithms/sliding
 import type { SlidingWindowState } from '../../packages/core/src/algorithms/sliding-window.js'
 import type { Window } from '../../packages/core/src/rules/rules.js'
 import {
+  ADDABLE,
+  ADDABLE_ENDS_BEFORE,
   type CounterAlgorithm,
   type CounterState,
   layoutOf,
@@ -18,8 +20,8 @@ import {
  */
 
 /**
- * The value the decide script would write for this state: compact for one window whose fields
- * fit, else text; undefined when no window has fields (the script deletes such a key). Write it
+ * The value the decide script would write for this state: addable, else compact, for one window
+ * whose fields fit, else text; undefined when no window has fields (the script deletes such a key). Write it
  * with a TTL of `counterExpiresAt(…) − now`.
  */
 export function encodeCounterState<A extends CounterAlgorithm>(
@@ -30,7 +32,10 @@ export function encodeCounterState<A extends CounterAlgorithm>(
   const layout = layoutOf(algorithm)
   const first = state[0]
   if (windows.length === 1 && first !== undefined) {
-    const compact = packDigits(layout.values(first))
+    const values = layout.values(first)
+    const addable = layout.arity === 2 ? addableOf(values) : undefined
+    if (addable !== undefined) return addable
+    const compact = packDigits(values)
     if (compact !== undefined) return compact
   }
   let text = ''
@@ -71,6 +76,21 @@ export function fromModelState<A extends CounterAlgorithm>(
     }
     return undefined
   })
+}
+
+/** The addable value of a time in whole seconds (ms) and a count below ADDABLE, as the scripts write it. */
+export function addable(time: number, count: number): string {
+  const value = addableOf([time, count])
+  if (value === undefined) throw new RangeError(`${time} and ${count} do not fit the addable form`)
+  return value
+}
+
+/** The addable form of two fields (a time in whole seconds, a count below ADDABLE), or undefined when they do not fit it. */
+function addableOf([time, count]: readonly number[]): string | undefined {
+  if (time === undefined || count === undefined) return undefined
+  if (!Number.isInteger(count) || count < 0 || count >= ADDABLE) return undefined
+  if (time <= 0 || time % 1000 !== 0 || time >= ADDABLE_ENDS_BEFORE) return undefined
+  return String(-((time / 1000) * ADDABLE + count))
 }
 
 /**

@@ -15,7 +15,7 @@ const digits = (n: number): number => String(n).length
 
 interface Algorithm {
   code: string
-  /** Values a key may hold before: compact in and around now's window, the text form, none. */
+  /** Values a key may hold before: addable and compact in and around now's window, the text form, none. */
   values(random: (below: number) => number): Array<string | undefined>
 }
 
@@ -25,8 +25,16 @@ const algorithms: Algorithm[] = [
     values: (random) => {
       const count = random(4) === 0 ? 0 : random(2_000)
       const ends = start + period
+      // The addable form, -(seconds × 1,000,000 + count); near its bound a push passes it.
+      const addable = (endsAt: number, c: number): string => String(-((endsAt / 1000) * 1_000_000 + c))
       return [
+        addable(ends, count),
+        addable(ends, 999_950 + random(50)),
+        addable(ends - period, count),
+        addable(ends + period, count),
         `${ends}${count}${digits(count)}`,
+        // A compact count of 9 digits: more digits than an integer's range, which DECRBY refuses.
+        `${ends}${999_999_000 + random(999)}9`,
         // The window before; one a faster clock stamped, after now's.
         `${ends - period}${count}${digits(count)}`,
         `${ends + period}${count}${digits(count)}`,
@@ -111,6 +119,39 @@ describe.each(algorithms)('a $code sync of one segment, against the general sync
       // Both written within a few ms of real time: a kept TTL, or the state's end less now, alike.
       expect(Math.abs(ttlA - ttlB), JSON.stringify(c)).toBeLessThanOrEqual(50)
       expect(await client.exists(`${one}:prev`)).toBe(await client.exists(`${general}:prev`))
+    }
+  })
+
+  // A call's keys in runs of new ones and ones already there: the fixed window tries a SET … NX
+  // first after a new key, and DECRBY first after one that was there.
+  it('answers a call of 200 keys, new and not in runs, as the general sync does key by key', async () => {
+    const random = seededRandom(34)
+    for (let round = 0; round < 10; round++) {
+      const cases: Case[] = []
+      let absent = random(2) === 0
+      for (let i = 0; i < 200; i++) {
+        if (random(8) === 0) absent = !absent
+        const c = caseOf(random)
+        cases.push(absent ? { ...c, before: undefined } : c)
+      }
+      const rule = JSON.stringify(`${code} ${Math.max(...cases.map((c) => c.limit))} ${period}`)
+      const write = async (
+        prefix: string,
+        items: string,
+      ): Promise<{ reply: unknown; values: Array<string | null> }> => {
+        const keys = cases.map((_, i) => `${prefix}:{${code} ${round} ${i}}`)
+        for (const [i, c] of cases.entries()) {
+          if (c.before !== undefined) await client.set(keys[i] as string, c.before, 'PX', c.ttl)
+        }
+        const reply = (await client.eval(syncScript.lua, keys.length, ...keys, String(now), '', '', items)) as unknown[]
+        return { reply: reply.slice(1), values: await client.mget(...keys) }
+      }
+      const one = await write('runs-one', `[${rule},${cases.map((c) => `2,${c.at},${c.units}`).join(',')}]`)
+      const general = await write(
+        'runs-general',
+        `[${rule},${cases.map((c) => `4,${c.at},${c.units},${c.at},0`).join(',')}]`,
+      )
+      expect(one).toEqual(general)
     }
   })
 

@@ -31,8 +31,8 @@ const T0 = 1_763_700_059_700
 
 /** The value after one hit at T0 + 10: the entry's numbers, then the lengths of all but the first. */
 const FIRST_HIT_VALUE: Readonly<Record<(typeof COUNTERS)[number], string>> = {
-  // The window's end, 1763700060000, which is the key's expiry, then count 1.
-  'fixed-window': '1763700060000' + '1' + '1',
+  // The addable form: the window's end, 1763700060000 (the key's expiry), in seconds × 1,000,000, plus count 1, negated.
+  'fixed-window': '-1763700060000001',
   // The expiry, the end of the next window (the count weighs on it), current count 1, previous 0.
   'sliding-window': '1763700120000' + '1' + '0' + '1' + '1',
   // Measured at T0 + 10, 600 units short of full: a token is 600 units when 100 refill per 60000 ms.
@@ -211,6 +211,21 @@ describe('RedisStore keeps a one-window counter in one int-encoded integer', () 
       expect([...forms].sort()).toEqual(['compact', 'textual'])
     },
   )
+
+  it('reads the compact value earlier versions wrote for a fixed window, and writes it back addable', async () => {
+    const clock = new ManualClock(T0)
+    const prefix = 'earlier:'
+    const rules = { r: { algorithm: 'fixed-window', windows: [HUNDRED_PER_MINUTE] } } as const
+    const redis = redisLimiter(clock, rules, prefix)
+    const key = keyOf('fixed-window', prefix, stateOf(redis))
+    // 42 counted in the window ending at T0's minute's end, as earlier versions kept it.
+    const ends = T0 - (T0 % 60_000) + 60_000
+    await client.set(key, `${ends}422`, 'PX', ends - T0)
+    const decision = await redis.consume('r', ID)
+    expect(decision.windows[0]?.remaining).toBe(100 - 43)
+    expect(await stored(key)).toMatchObject({ value: String(-((ends / 1000) * 1_000_000 + 43)), encoding: 'int' })
+    expect((await stored(key)).ttlMs).toBeGreaterThan(0)
+  })
 
   it('reads a count of exactly 9 digits from a compact value too long for Redis to int-encode', async () => {
     const clock = new ManualClock(T0)

@@ -37,7 +37,7 @@ const LARGE: Window = { limit: 2_000_000_000, periodMs: 4_000_000 }
 describe('redis-state: counter values', () => {
   // The values redis-compact-state.test.ts finds in Redis after one hit at 1763700059710.
   it.each([
-    ['fixed-window', { endsAt: 1_763_700_060_000, count: 1 }, '1763700060000' + '1' + '1'],
+    ['fixed-window', { endsAt: 1_763_700_060_000, count: 1 }, '-1763700060000001'],
     [
       'sliding-window',
       { expiresAt: 1_763_700_120_000, count: 1, previous: 0 },
@@ -48,6 +48,18 @@ describe('redis-state: counter values', () => {
   ] as const)('%s: one window encodes compact, and decodes back', (algorithm, fields, value) => {
     expect(encodeCounterState(algorithm, [MINUTE], [fields])).toBe(value)
     expect(decodeCounterState(algorithm, [MINUTE], value)).toEqual([fields])
+  })
+
+  it('writes a time of whole seconds and a count below 1,000,000 addable, and the rest compact', () => {
+    const below = { endsAt: 1_763_704_000_000, count: 999_999 }
+    expect(encodeCounterState('fixed-window', [LARGE], [below])).toBe('-1763704000999999')
+    expect(decodeCounterState('fixed-window', [LARGE], '-1763704000999999')).toEqual([below])
+    const at = { endsAt: 1_763_704_000_000, count: 1_000_000 }
+    expect(encodeCounterState('fixed-window', [LARGE], [at])).toBe('1763704000000' + '1000000' + '7')
+    const late = { endsAt: 1_763_704_000_500, count: 3 }
+    expect(encodeCounterState('fixed-window', [LARGE], [late])).toBe('1763704000500' + '3' + '1')
+    // A count of 0 at the first second after the epoch: the least magnitude the form holds.
+    expect(decodeCounterState('fixed-window', [LARGE], '-1000000')).toEqual([{ endsAt: 1_000, count: 0 }])
   })
 
   it('packs a count of 9 digits, and writes a 10-digit one as text', () => {

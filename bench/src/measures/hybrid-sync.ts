@@ -14,8 +14,9 @@ export interface HybridSyncCell {
    * - `fleet`: `processes` processes sync `keys` keys each, the same keys, all at once
    * - `floor-incrby`: a pipelined INCRBY of `keys` keys (500 a pipeline, 4 pipelines in flight)
    * - `floor-lua-set`: a script that only SETs each of its 500 keys KEEPTTL: one write per key in Lua
+   * - `floor-lua-set-new`: a script that only SETs each of its 500 keys, new to Redis, with a TTL (PX … NX)
    */
-  kind: 'one-redis' | 'cluster' | 'fleet' | 'floor-incrby' | 'floor-lua-set'
+  kind: 'one-redis' | 'cluster' | 'fleet' | 'floor-incrby' | 'floor-lua-set' | 'floor-lua-set-new'
   /** The keys' algorithm, one window each; a fixed window when not given (and in runs that did not say). */
   algorithm?: SyncAlgorithm
   /** `first`: the keys are new to Redis; `next`: a later sync, the keys in Redis in the same window. */
@@ -119,7 +120,7 @@ async function twoSyncs(
  * time and the CPU of Redis and of this process it took.
  */
 async function floorOf(
-  kind: 'floor-incrby' | 'floor-lua-set',
+  kind: 'floor-incrby' | 'floor-lua-set' | 'floor-lua-set-new',
   admin: Redis,
   keys: number,
   write: (from: number, to: number) => Promise<unknown>,
@@ -170,6 +171,15 @@ function luaSetFloor(client: Redis, admin: Redis, keys: number): Promise<HybridS
   })
 }
 
+/** A script of one SET … PX … NX per key, on keys new to Redis: what a new key and its TTL cost in Lua. */
+function luaSetNewFloor(client: Redis, admin: Redis, keys: number): Promise<HybridSyncCell> {
+  const lua = "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end return #KEYS"
+  return floorOf('floor-lua-set-new', admin, keys, (from, to) => {
+    const names = Array.from({ length: to - from }, (_, i) => `new:${floorKey(from + i)}`)
+    return client.eval(lua, names.length, ...names, '-1763700060000001', '3600000')
+  })
+}
+
 /**
  * A HybridStore's sync at scale: one process syncing a million keys to one Redis (its first sync
  * and its next), the floors beside it, the same process on the other counters, the same on a 3-master Cluster, and a fleet of 10 processes
@@ -189,6 +199,7 @@ export async function measureHybridSync(context: MeasureContext): Promise<Hybrid
   await admin.flushall()
   cells.push(await incrbyFloor(client, admin, keys.one))
   cells.push(await luaSetFloor(client, admin, keys.one))
+  cells.push(await luaSetNewFloor(client, admin, keys.one))
   for (const algorithm of OTHER_ALGORITHMS) {
     phase.tick(`one process, ${keys.one} keys, one Redis, ${algorithm}`)
     await admin.flushall()

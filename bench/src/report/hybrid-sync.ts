@@ -46,6 +46,8 @@ function label(cell: HybridSyncCell): string {
       return 'floor: pipelined INCRBY'
     case 'floor-lua-set':
       return 'floor: a script of one SET … KEEPTTL per key'
+    case 'floor-lua-set-new':
+      return 'floor: a script of one SET … PX … NX per key new to Redis'
   }
 }
 
@@ -63,7 +65,7 @@ export function hybridSyncSection(results: BenchResults): string {
   ])
   const parts = [
     '## 10. HybridStore sync at scale',
-    `A HybridStore process decides once on each of its keys (fixed window, one window, \`user:<n>\` identifiers), then syncs; the first sync finds the keys new to Redis, the next finds them there in the same window, as every sync after the first of a window does; the rows that name another algorithm run the same on its keys. "Redis µs per key" is the server's CPU (user and system, \`INFO cpu\`) over the sync ÷ keys; on a Cluster, the busiest master's ÷ its share of the keys. "Process µs per key" is the syncing processes' CPU (\`process.cpuUsage\`, every thread) ÷ keys. The floors run on the same Redis in the same run: a pipelined INCRBY per key (500 a pipeline, 4 pipelines in flight), the least a write of a key can cost, and a script that only SETs each of its 500 keys KEEPTTL, the least a key's write costs inside a script. The fleet's processes each decide on the same keys (limit ${integer(find(results, 'fleet')?.limit ?? 0)} per hour, one decision per key per process per sync) and sync all at once; its last column is the units the fleet's syncs pushed above the limit, from every process's \`SyncReport.overAdmitted\` since the start, against R·(2T + RTT)·(N−1)/N (docs/hybrid.md) per key with R = N units per sync period T and RTT ≈ 0: 2·(N−1) per key.`,
+    `A HybridStore process decides once on each of its keys (fixed window, one window, \`user:<n>\` identifiers), then syncs; the first sync finds the keys new to Redis, the next finds them there in the same window, as every sync after the first of a window does; the rows that name another algorithm run the same on its keys. "Redis µs per key" is the server's CPU (user and system, \`INFO cpu\`) over the sync ÷ keys; on a Cluster, the busiest master's ÷ its share of the keys. "Process µs per key" is the syncing processes' CPU (\`process.cpuUsage\`, every thread) ÷ keys. The floors run on the same Redis in the same run: a pipelined INCRBY per key (500 a pipeline, 4 pipelines in flight), the least a write of a key can cost, a script that only SETs each of its 500 keys KEEPTTL, the least a key's write costs inside a script, and one that SETs each of its 500 keys, new to Redis, with a TTL (PX … NX), the least a new key costs inside a script, as every key of a first sync is (the INCRBY floor's keys have no TTL). The fleet's processes each decide on the same keys (limit ${integer(find(results, 'fleet')?.limit ?? 0)} per hour, one decision per key per process per sync) and sync all at once; its last column is the units the fleet's syncs pushed above the limit, from every process's \`SyncReport.overAdmitted\` since the start, against R·(2T + RTT)·(N−1)/N (docs/hybrid.md) per key with R = N units per sync period T and RTT ≈ 0: 2·(N−1) per key.`,
     table(
       ['run', 'keys', 'sync s', 'Redis µs per key', 'process µs per key', 'Redis × INCRBY floor', 'over the limit'],
       rows,

@@ -9,13 +9,16 @@ import type { AlgorithmName, Window } from '../../rules/rules.js'
  * members, is only the tests' to do: test/src/redis-codec.ts, on the layouts here.
  *
  * A counter key (fixed window, sliding window, bucket) holds one string with the same fields per
- * window in either encoding:
- * - compact, for a rule of one window whose fields fit: the fields' digits run together, f1 then
+ * window in one of three encodings:
+ * - addable, for a rule of one window whose two fields are a time in whole seconds and a count
+ *   below ADDABLE: the negative integer -(f1 / 1000 × ADDABLE + f2), `-1763700060000042`, which a
+ *   sync adds to with one DECRBY. A compact value is never negative: the sign tells them apart.
+ * - compact, for a rule of one window whose fields fit otherwise: the fields' digits run together, f1 then
  *   the others, then one length digit for each but f1: `1763700060000` `42` `2`. Redis keeps such
  *   a value as an integer, in less memory than a string (bench/README.md).
  * - text, otherwise: `period:f1:f2… ` for each window that has fields, in the rule's order, each
- *   entry ended by a space. Entries are matched to windows by period; a compact value belongs to
- *   the rule's first window.
+ *   entry ended by a space. Entries are matched to windows by period; an addable or compact value
+ *   belongs to the rule's first window.
  * Version 0.1.0 wrote the text form as `period v1 v2 …` with other fields; such a value (a space
  * but no ':') is still read, in its own layout.
  *
@@ -62,6 +65,10 @@ export type CounterState<A extends CounterAlgorithm> = Array<CounterFieldsOf[A] 
 
 /** The largest number a compact value holds after its first: its length must fit one digit. */
 export const MAX_PACKED = 999_999_999
+/** An addable value's count is below this; its time, in whole seconds, is its multiple above (lua/lib/counter_state.lua). */
+export const ADDABLE = 1_000_000
+/** An addable value's time is before this (ms): its magnitude then stays below 2^53. */
+export const ADDABLE_ENDS_BEFORE = 9_000_000_000_000
 
 /** How one algorithm's fields map to the numbers both encodings hold, and to its model's values. */
 export interface Layout<F> {
@@ -167,7 +174,8 @@ export function decodeCounterState<A extends CounterAlgorithm>(
   if (value === null || value === '') return state
   const { arity } = layout
   if (!value.includes(' ')) {
-    if (windows.length > 0) state[0] = layout.fields(unpackDigits(value, arity))
+    if (windows.length > 0)
+      state[0] = layout.fields(arity === 2 && value[0] === '-' ? unpackAddable(value) : unpackDigits(value, arity))
     return state
   }
   const legacy = !value.includes(':')
@@ -205,6 +213,13 @@ export function toModelState<A extends CounterAlgorithm>(
     for (const value of layout.toModel(window, fields, owed)) model.push(value)
   }
   return model.length === 0 ? undefined : model
+}
+
+/** An addable value's time (ms) and count: -(time / 1000 × ADDABLE + count), exact as a double. */
+function unpackAddable(value: string): number[] {
+  const magnitude = -Number(value)
+  const count = magnitude % ADDABLE
+  return [((magnitude - count) / ADDABLE) * 1000, count]
 }
 
 /**
