@@ -32,6 +32,11 @@ local MAX_PACKED = 999999999
 -- The addable form's bound on its count, and on its time: s × 1000000 + count stays below 2^53.
 local ADDABLE = 1000000
 local ADDABLE_ENDS_BEFORE = 9000000000000
+
+-- Whether a time (ms) can be the addable form's f1: whole seconds, within its bound.
+local function addable_time(time)
+  return time > 0 and time % 1000 == 0 and time < ADDABLE_ENDS_BEFORE
+end
 -- Length digits as strings: concatenating a number would format it on every write.
 local LENGTH_DIGITS = { '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 
@@ -144,7 +149,7 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept, 
     local first, second = s[at + 1], s[at + 2]
     if first >= 0 and first % 1 == 0 and second >= 0 and second <= MAX_PACKED and second % 1 == 0 then
       local b = fmt(second)
-      if arity == 2 and second < ADDABLE and first % 1000 == 0 and first > 0 and first < ADDABLE_ENDS_BEFORE then
+      if arity == 2 and second < ADDABLE and addable_time(first) then
         value = fmt(-(first / 1000 * ADDABLE + second))
       elseif arity == 2 then
         value = fmt(first) .. b .. LENGTH_DIGITS[#b]
@@ -183,18 +188,6 @@ local function write_counter(key, windows, s, at, arity, expires_at, now, kept, 
   end
   call('SET', key, value, 'PX', ttl)
   return value
-end
-
--- A sync's compact `value` written in place (fixed_window.lua's and sliding_window.lua's case of
--- one segment): over the value MGET read (`raw`), keeping its TTL, since the state still ends when
--- it did; or, for a key MGET read as none, as a new key living `ttl` ms, unless one of another type
--- is there, which GET then fails on with what it is.
-local function write_in_place(key, value, raw, ttl)
-  if raw then
-    call('SET', key, value, 'KEEPTTL')
-  elseif not call('SET', key, value, 'PX', ttl, 'NX') then
-    call('GET', key)
-  end
 end
 
 -- A sync's segments (`at, units, …`, each at clamped to now) added window by window by

@@ -152,7 +152,7 @@ local function fixed_window_module()
     local ends_at = now - now % period + period
     -- A segment from before now's window (now itself never is), a refund, a count the form does
     -- not hold, or a window end that is not whole seconds.
-    if at < ends_at - period or units <= 0 or units >= ADDABLE or ends_at % 1000 ~= 0 or ends_at >= ADDABLE_ENDS_BEFORE then
+    if at < ends_at - period or units <= 0 or units >= ADDABLE or not addable_time(ends_at) then
       return
     end
     -- This window's value with a count of 0; its values run down from there.

@@ -10,6 +10,18 @@
 -- weighted by its overlap with the sliding window, as the whole units ceil(previous × overlap /
 -- period), exact (numbers.lua). Version 0.1.0's text layout held `period index count previous`.
 
+-- A sync's compact `value` written in place (the case of one segment, below): over the value MGET
+-- read (`raw`), keeping its TTL, since the state still ends when it did; or, for a key MGET read as
+-- none, as a new key living `ttl` ms, unless one of another type is there, which GET then fails on
+-- with what it is.
+local function write_in_place(key, value, raw, ttl)
+  if raw then
+    call('SET', key, value, 'KEEPTTL')
+  elseif not call('SET', key, value, 'PX', ttl, 'NX') then
+    call('GET', key)
+  end
+end
+
 -- Built only when a decision uses it: closures cost Redis time on every call they are made.
 local function sliding_window_module()
   local module = {}
