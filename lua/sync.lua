@@ -78,7 +78,9 @@ if #ARGV > 5 then
 end
 -- On a Cluster, a call covering several slots first asks whether each is this node's, before
 -- anything is written: a slot it does not serve fails EXISTS of the slot's keys, and the client
--- sends the keys again slot by slot, which follows Redis's redirections.
+-- sends the keys again slot by slot, which follows Redis's redirections. All of the slot's keys,
+-- not one: in a slot being migrated, a key already moved fails the check too, where with one key
+-- checked the call would go on and that key would fail alone, its units dropped.
 local runs = ARGV[5] or ''
 local bounds = {}
 if runs ~= '' then
@@ -152,11 +154,19 @@ local function sync_from()
       else
         local module, windows = rule.module, rule.windows
         keyed = true
-        -- Most keys push one segment to a rule of one window, which a counter may add in place.
-        if count == 2 and not ran_before and windows[2] == nil and module.sync_in_window then
-          local added_over, added_after = module.sync_in_window(name, value_of, entry, windows[1], now, items[at + 1], items[at + 2])
-          if added_after then
-            pushed_over, after = added_over, added_after
+        -- Most keys push one segment to a rule of one window, which a counter may add in place,
+        -- with the adder its module makes once for the rule (false: it has none).
+        if count == 2 and not ran_before then
+          local add = rule.adder
+          if add == nil then
+            add = windows[2] == nil and module.adder and module.adder(windows[1], now, value_of) or false
+            rule.adder = add
+          end
+          if add then
+            local added_over, added_after = add(name, entry, items[at + 1], items[at + 2])
+            if added_after then
+              pushed_over, after = added_over, added_after
+            end
           end
         end
         if not after then

@@ -146,44 +146,56 @@ local function fixed_window_module()
   -- read before and no write after (counter_state.lua); a key that was not there is given its
   -- value and TTL. For anything else DECRBY's effect is taken back at once, within the script, and
   -- nothing is returned: sync.lua then gives the key the general sync below, which reads it.
-  local absent_before = false
-  function module.sync_in_window(key, _, _, w, now, at, units)
-    local period = w.period
+  --
+  -- The adder of window `w` at `now`, made once per rule and call: what every key of the rule
+  -- shares (the window's end, its addable zero, the TTL) is worked out here rather than per key.
+  -- nil when the window's end is not a time the addable form holds.
+  function module.adder(w, now)
+    local period, limit = w.period, w.limit
     local ends_at = now - now % period + period
-    -- A segment from before now's window (now itself never is), a refund, a count the form does
-    -- not hold, or a window end that is not whole seconds.
-    if at < ends_at - period or units <= 0 or units >= ADDABLE or not addable_time(ends_at) then
-      return
+    if not addable_time(ends_at) then
+      return nil
     end
+    local starts_at, ttl = ends_at - period, ends_at - now
     -- This window's value with a count of 0; its values run down from there.
     local zero = -(ends_at / 1000 * ADDABLE)
-    if absent_before then
-      -- The key before was new: a call's keys are most often all new (the first sync of a
-      -- window) or all there, and a new key then costs one command rather than two.
-      local value = fmt(zero - units)
-      if call('SET', key, value, 'PX', ends_at - now, 'NX') then
-        return pushed_above(units, units, w.limit), value
+    local absent_before = false
+    -- `_`: the key's entry, which this adder never reads. Returns the units pushed above the
+    -- limit and the value after, or nothing.
+    return function(key, _, at, units)
+      -- A segment from before now's window (now itself never is), a refund, or a count the form
+      -- does not hold.
+      if at < starts_at or units <= 0 or units >= ADDABLE then
+        return
       end
-      absent_before = false
+      if absent_before then
+        -- The key before was new: a call's keys are most often all new (the first sync of a
+        -- window) or all there, and a new key then costs one command rather than two.
+        local value = fmt(zero - units)
+        if call('SET', key, value, 'PX', ttl, 'NX') then
+          return pushed_above(units, units, limit), value
+        end
+        absent_before = false
+      end
+      local after = redis.pcall('DECRBY', key, units)
+      -- An error (text, a compact value past an integer's range, a key of another type) wrote nothing.
+      if type(after) ~= 'number' then
+        return
+      end
+      local counted = zero - after
+      -- Within this window's values, its count before at least 1 (a count of 0 is never kept).
+      if counted > units and counted < ADDABLE then
+        return pushed_above(units, counted, limit), fmt(after)
+      end
+      if after == -units then
+        -- No key: DECRBY made one from 0, which no value the scripts write is.
+        local value = fmt(zero - units)
+        call('SET', key, value, 'PX', ttl)
+        absent_before = true
+        return pushed_above(units, units, limit), value
+      end
+      call('INCRBY', key, units)
     end
-    local after = redis.pcall('DECRBY', key, units)
-    -- An error (text, a compact value past an integer's range, a key of another type) wrote nothing.
-    if type(after) ~= 'number' then
-      return
-    end
-    if after == -units then
-      -- No key: DECRBY made one from 0, which no value the scripts write is.
-      local value = fmt(zero - units)
-      call('SET', key, value, 'PX', ends_at - now)
-      absent_before = true
-      return pushed_above(units, units, w.limit), value
-    end
-    local counted = zero - after
-    -- Within this window's values, its count before at least 1 (a count of 0 is never kept).
-    if counted > units and counted < ADDABLE then
-      return pushed_above(units, counted, w.limit), fmt(after)
-    end
-    call('INCRBY', key, units)
   end
 
   -- Sync (sync.lua): the key's value `raw` (its read) plus a process's segments, each `units`

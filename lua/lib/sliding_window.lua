@@ -220,50 +220,56 @@ local function sliding_window_module()
   -- Most keys of a sync: one window, one segment of units admitted in now's window, which the key
   -- counts in already (a compact value) or no key (`raw` nil, as MGET answers; `read(entry)` reads
   -- it). What the general sync below does for them, without its decoding, its closure and its
-  -- writer. Returns nothing for any other case, which sync.lua then gives the general sync.
-  function module.sync_in_window(key, read, entry, w, now, at, units)
-    if units <= 0 then
-      return
-    end
-    local period = w.period
+  -- writer.
+  --
+  -- The adder of window `w` at `now`, made once per rule and call, `read` answering an entry's
+  -- value: it returns nothing for any other case, which sync.lua then gives the general sync.
+  function module.adder(w, now, read)
+    local period, limit = w.period, w.limit
     local index = (now - now % period) / period
-    if at > now then
-      at = now
-    end
-    if at < index * period then
-      return
-    end
-    local expires_at, count, previous = (index + 2) * period, 0, 0
+    local starts_at, expires_at = index * period, (index + 2) * period
     -- Texts compared as texts: both come from fmt, and Lua compares two texts by reference.
     local expires_text = fmt(expires_at)
-    local raw = read(entry)
-    if raw then
-      local n = #raw
-      if n < 5 then
+    return function(key, entry, at, units)
+      if units <= 0 then
         return
       end
-      -- A compact value ends with its counts' lengths, digits; the text form ends with a space.
-      local size2, size3 = byte(raw, n - 1, n)
-      size2, size3 = size2 - 48, size3 - 48
-      if size2 < 1 or size2 > 9 or size3 < 1 or size3 > 9 then
+      if at > now then
+        at = now
+      end
+      if at < starts_at then
         return
       end
-      local stop = n - 2 - size3
-      count = tonumber(sub(raw, stop - size2 + 1, stop))
-      -- A count of 0 ends its state a window earlier, which the general sync moves on.
-      if sub(raw, 1, stop - size2) ~= expires_text or not count or count <= 0 then
+      local count, previous = 0, 0
+      local raw = read(entry)
+      if raw then
+        local n = #raw
+        if n < 5 then
+          return
+        end
+        -- A compact value ends with its counts' lengths, digits; the text form ends with a space.
+        local size2, size3 = byte(raw, n - 1, n)
+        size2, size3 = size2 - 48, size3 - 48
+        if size2 < 1 or size2 > 9 or size3 < 1 or size3 > 9 then
+          return
+        end
+        local stop = n - 2 - size3
+        count = tonumber(sub(raw, stop - size2 + 1, stop))
+        -- A count of 0 ends its state a window earlier, which the general sync moves on.
+        if sub(raw, 1, stop - size2) ~= expires_text or not count or count <= 0 then
+          return
+        end
+        previous = tonumber(sub(raw, stop + 1, n - 2))
+      end
+      count = count + units
+      if not previous or count > MAX_PACKED or count % 1 ~= 0 then
         return
       end
-      previous = tonumber(sub(raw, stop + 1, n - 2))
+      local b, c = fmt(count), fmt(previous)
+      local value = expires_text .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
+      write_in_place(key, value, raw, expires_at - now)
+      return pushed_above(units, count + weighted(period, index, at, previous), limit), value
     end
-    count = count + units
-    if not previous or count > MAX_PACKED or count % 1 ~= 0 then
-      return
-    end
-    local b, c = fmt(count), fmt(previous)
-    local value = expires_text .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
-    write_in_place(key, value, raw, expires_at - now)
-    return pushed_above(units, count + weighted(period, index, at, previous), w.limit), value
   end
 
   -- Sync (sync.lua): the key's value `raw` (GET's answer) plus a process's segments, each `units`
