@@ -201,6 +201,53 @@ describe('HybridStore on a Redis Cluster', () => {
     }
   })
 
+  it("a slot being migrated, one of its keys moved already: the call writes nothing, where checking one key would lose that key's units", async () => {
+    const masters = await clusterMasters(cluster)
+    const first = 'hx:r:{k0}:fw'
+    const operation = 'hx:op:{k0}'
+    const home = await masterOfSlot(cluster, calculateSlot(first))
+    // Two keys of one slot, another slot of the same master than `first`'s; the key checked first
+    // stays, the other moves.
+    let tag: string | undefined
+    for (let i = 0; i < 256 && tag === undefined; i++) {
+      const slot = calculateSlot(`m${i}`)
+      if (slot !== calculateSlot('k0') && (await masterOfSlot(cluster, slot)).port === home.port) tag = `m${i}`
+    }
+    if (tag === undefined) throw new Error('no second slot on the master')
+    const [staying, moving] = [`hx:r:{${tag}}:a`, `hx:r:{${tag}}:b`]
+    const slot = calculateSlot(staying)
+    const target = masters.find((master) => master.port !== home.port) as (typeof masters)[number]
+    const source = new Redis(home.url)
+    const destination = new Redis(target.url)
+    const now = T0 + 1_000
+    const items = JSON.stringify(['fw 10 60000', 2, now, 1, 2, now, 1, 2, now, 1])
+    const before = addable(T0 + 60_000, 4)
+    try {
+      await source.set(staying, before, 'PX', 60_000)
+      await source.set(moving, before, 'PX', 60_000)
+      const [sourceId, targetId] = [await source.cluster('MYID'), await destination.cluster('MYID')]
+      await destination.cluster('SETSLOT', slot, 'IMPORTING', sourceId as string)
+      await source.cluster('SETSLOT', slot, 'MIGRATING', targetId as string)
+      await source.migrate('127.0.0.1', target.port, moving, 0, 5_000)
+      await expect(
+        source.eval(syncScript.lua, 2, operation, first, String(now), '', '1', items, '1,2', staying, moving),
+      ).rejects.toThrow(/^TG_NONLOCAL 0/)
+      // Nothing written: not the first slot's key, not the key of the migrating slot still here.
+      expect(await source.exists(first, operation)).toBe(0)
+      expect(await source.get(staying)).toBe(before)
+    } finally {
+      await source.del(first, operation)
+      await source.del(staying)
+      // The moved key, deleted on the node importing its slot, which takes it when asked so.
+      await destination.call('ASKING')
+      await destination.del(moving)
+      await source.cluster('SETSLOT', slot, 'STABLE')
+      await destination.cluster('SETSLOT', slot, 'STABLE')
+      source.disconnect()
+      destination.disconnect()
+    }
+  })
+
   it('strict mode: decisions over two slots never pass a limit, a refusal charges no slot, and close gives every slice back', async () => {
     const clock = new ManualClock(T0)
     const strictRules = {
