@@ -228,6 +228,7 @@ local function sliding_window_module()
     local period, limit = w.period, w.limit
     local index = (now - now % period) / period
     local starts_at, expires_at = index * period, (index + 2) * period
+    local ttl = expires_at - now
     -- Texts compared as texts: both come from fmt, and Lua compares two texts by reference.
     local expires_text = fmt(expires_at)
     return function(key, entry, at, units)
@@ -267,7 +268,7 @@ local function sliding_window_module()
       end
       local b, c = fmt(count), fmt(previous)
       local value = expires_text .. b .. c .. LENGTH_DIGITS[#b] .. LENGTH_DIGITS[#c]
-      write_in_place(key, value, raw, expires_at - now)
+      write_in_place(key, value, raw, ttl)
       return pushed_above(units, count + weighted(period, index, at, previous), limit), value
     end
   end

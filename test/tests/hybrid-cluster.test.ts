@@ -206,7 +206,7 @@ describe('HybridStore on a Redis Cluster', () => {
     const first = 'hx:r:{k0}:fw'
     const operation = 'hx:op:{k0}'
     const home = await masterOfSlot(cluster, calculateSlot(first))
-    // Two keys of one slot, another slot of the same master than `first`'s; the key checked first
+    // Two keys of one slot on `first`'s master, another slot than its own: the key checked first
     // stays, the other moves.
     let tag: string | undefined
     for (let i = 0; i < 256 && tag === undefined; i++) {
