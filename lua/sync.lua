@@ -17,7 +17,8 @@
 --          [2] 'instance ttl_ms': this process is alive (a sorted set of instances, members
 --              older than ttl_ms dropped), or ''
 --          [3] '1' when the call carries an operation's key: a call that finds it set (sent
---              again after a lost reply) pushes nothing and only reads (lib/operation.lua)
+--              again after a lost reply) pushes nothing, answers '?' again for the entries it
+--              did not push, and reads the others (lib/operation.lua)
 --          [4] a JSON array of items: a string is a rule's text, 'code limit period limit period
 --              …', which the entries after it follow; a number n starts an entry, one per state
 --              key in order, and the n numbers after it are its units pushed, 'at, units, at,
@@ -28,13 +29,13 @@
 --              of the call holds, 'n,n,…', its keys in slot order: the first slot's in KEYS, the
 --              others' from ARGV[6] on. A call then covers every slot of a master it was sent to,
 --              rather than one (a slot holds about 60 keys of a million): each slot's keys are
---              checked and read with commands of their own, since a command may not cross slots.
--- Reply    an error 'TG_NONLOCAL <ran before: 0 or 1>' when a slot of the call is not this node's
---          (the client's map of the Cluster is out of date): the slots are all checked before any
---          key is written, so the call wrote nothing. Otherwise server time in ms, the number of live instances (-1 without a heartbeat), then the
---          entries' values after, each ended by '\n': the value ('' for no key), or '!' and why the
---          entry failed; then, for each entry that pushed units above a limit, its number (from
---          1) and those units
+--              read with a command of their own, since a command may not cross slots.
+-- Reply    server time in ms, the number of live instances (-1 without a heartbeat), then the
+--          entries' values after, each ended by '\n': the value ('' for no key); '!' and why the
+--          entry failed; '?' for a key this node does not serve, its units not pushed; or, sent
+--          again after a lost reply, '~' for a key whose units the call pushed when it ran and
+--          that this node no longer serves. Then, for each entry that pushed units above a limit,
+--          its number (from 1) and those units
 
 --#include lib/numbers.lua
 --#include lib/expire.lua
@@ -55,10 +56,16 @@ if ARGV[2] ~= '' then
   reply[2] = heartbeat(KEYS[1], ARGV[2], now)
   first = 2
 end
-local operation, ran_before = nil, false
+-- Entries a call did not push, as its operation's key notes them: sent again, it answers them
+-- the same, since their units are still to be pushed wherever their keys went.
+local operation, ran_before, unpushed = nil, false, {}
 if ARGV[3] ~= '' then
   operation, first = KEYS[first], first + 1
-  ran_before = operation_ran(operation)
+  local note = operation_note(operation)
+  ran_before = note ~= false
+  for number in string.gmatch(note or '', ' (%d+)') do
+    unpushed[tonumber(number)] = true
+  end
 end
 
 -- Keys of one rule send the same rule text, which is parsed once per call.
@@ -76,49 +83,73 @@ if #ARGV > 5 then
     names[#names + 1] = ARGV[i]
   end
 end
--- On a Cluster, a call covering several slots first asks whether each is this node's, before
--- anything is written: a slot it does not serve fails EXISTS of the slot's keys, and the client
--- sends the keys again slot by slot, which follows Redis's redirections. All of the slot's keys,
--- not one: in a slot being migrated, a key already moved fails the check too, where with one key
--- checked the call would go on and that key would fail alone, its units dropped.
+-- Each slot's last key. Nothing is checked before the keys are written: on a Cluster, a key this
+-- node does not serve (its slot is another's, as the client's map is out of date, or the key
+-- moved out of a slot being migrated) fails the first command on it, and each entry reads all
+-- its keys before it writes any, so such a key's entry writes nothing and answers '?'; the
+-- client sends its units again slot by slot, which follows Redis's redirections. A check of each
+-- slot's keys up front cost about a command per key, as a call of a million keys' sync covers
+-- about as many slots as keys.
 local runs = ARGV[5] or ''
 local bounds = {}
 if runs ~= '' then
   local at = 1
   for run in string.gmatch(runs, '%d+') do
     local last = at + tonumber(run) - 1
-    if type(redis.pcall('EXISTS', unpack(names, at, last))) == 'table' then
-      return redis.error_reply('TG_NONLOCAL ' .. (ran_before and '1' or '0'))
-    end
     bounds[#bounds + 1] = last
     at = last + 1
   end
 else
   bounds[1] = #names
 end
+-- Raised for a key whose slot's MGET met a key this node does not serve.
+local ELSEWHERE = {}
+local function elsewhere(failure)
+  if failure == ELSEWHERE then
+    return true
+  end
+  local text = type(failure) == 'table' and failure.err or tostring(failure)
+  return find(text, 'non local key', 1, true) ~= nil or find(text, 'cluster is down', 1, true) ~= nil
+end
 -- The keys' values, read with one MGET per slot when an entry first needs one: most keys of a
 -- sync never do (fixed_window.lua adds to them without a read). A key's value is read before the
 -- key is written, as only its own entry writes it. MGET answers nil for a key of another type as
--- for none: write_counter's `absent` tells them apart.
+-- for none: write_counter's `absent` tells them apart. A slot whose MGET fails as not this
+-- node's holds ELSEWHERE for each of its keys, and an entry reading one fails before it writes.
 local values
 local function value_of(n)
   if not values then
-    values = {}
+    -- Kept once whole: a read that fails part way is read again by the next entry.
+    local read_values = {}
     local at = offset + 1
     for b = 1, #bounds do
       local last = bounds[b]
       if at <= last then
-        local read = call('MGET', unpack(names, at, last))
-        for i = 1, #read do
-          values[at - offset + i - 1] = read[i]
+        local read = redis.pcall('MGET', unpack(names, at, last))
+        if read.err then
+          if not elsewhere(read) then
+            error(read)
+          end
+          for i = at, last do
+            read_values[i - offset] = ELSEWHERE
+          end
+        else
+          for i = 1, #read do
+            read_values[at - offset + i - 1] = read[i]
+          end
         end
       end
       at = last + 1
     end
+    values = read_values
   end
-  return values[n]
+  local value = values[n]
+  if value == ELSEWHERE then
+    error(ELSEWHERE)
+  end
+  return value
 end
-local s, segments, over, afters = {}, {}, {}, {}
+local s, segments, over, afters, skipped = {}, {}, {}, {}, {}
 local items = cjson.decode(ARGV[4])
 local rule, entry, j, size, held = nil, 0, 1, #items, 0
 -- Set while a key's module runs: a failure then is the key's alone (a key or side key of
@@ -151,6 +182,8 @@ local function sync_from()
         after = '!no rule text before the entry'
       elseif folded and rule.code ~= 'tb' then
         after = '!units folded for a rule that is not a bucket'
+      elseif unpushed[entry] then
+        after = '?'
       else
         local module, windows = rule.module, rule.windows
         keyed = true
@@ -202,8 +235,15 @@ while true do
     error(failure, 0)
   end
   keyed = false
-  -- A value never holds a line break; an error's text might.
-  afters[entry] = '!' .. string.gsub(tostring(type(failure) == 'table' and failure.err or failure), '\n', ' ')
+  if not elsewhere(failure) then
+    -- A value never holds a line break; an error's text might.
+    afters[entry] = '!' .. string.gsub(tostring(type(failure) == 'table' and failure.err or failure), '\n', ' ')
+  elseif ran_before then
+    afters[entry] = '~'
+  else
+    afters[entry] = '?'
+    skipped[#skipped + 1] = entry
+  end
 end
 afters[entry + 1] = ''
 reply[3] = table.concat(afters, '\n')
@@ -211,6 +251,6 @@ for j = 1, #over do
   reply[3 + j] = over[j]
 end
 if operation and not ran_before then
-  operation_done(operation)
+  operation_done(operation, #skipped > 0 and 'unpushed ' .. table.concat(skipped, ' ') or nil)
 end
 return reply

@@ -11,8 +11,15 @@ local function operation_ran(key)
   return redis.call('EXISTS', key) == 1
 end
 
-local function operation_done(key)
-  redis.call('SET', key, '1', 'PX', OPERATION_TTL_MS)
+-- `note`, when given, is what the operation needs to answer the same when sent again (sync.lua:
+-- the entries it did not push); '1' otherwise.
+local function operation_done(key, note)
+  redis.call('SET', key, note or '1', 'PX', OPERATION_TTL_MS)
+end
+
+-- The note an operation's key holds, false before the operation ran.
+local function operation_note(key)
+  return redis.call('GET', key)
 end
 
 -- For an operation whose reply says what it did (a lease script's reservations): the reply it

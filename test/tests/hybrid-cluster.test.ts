@@ -88,7 +88,7 @@ describe('HybridStore on a Redis Cluster', () => {
     await Promise.all([...limiters, redis].map((l) => l.close()))
   }, 60_000)
 
-  it('a slot moved under a running process: the call that meets it writes nothing, the next sync goes slot by slot, and every unit counts once', async () => {
+  it("a slot moved under a running process: the call that meets it writes nothing of that slot's keys, the next sync goes slot by slot, and every unit counts once", async () => {
     // Its own client, which learns the Cluster's map only from Redis's redirections.
     const own = clusterClient(cluster, { slotsRefreshInterval: 0 })
     await waitReady(own)
@@ -124,7 +124,8 @@ describe('HybridStore on a Redis Cluster', () => {
       await round(2)
       const calls = await clusterScriptCalls(cluster)
       const moved = await store.syncNow()
-      // The stale map is no failure: the call to the old master wrote nothing and says so.
+      // The stale map is no failure: the call to the old master wrote nothing of the moved
+      // slot's keys and says so.
       expect(moved.error).toBeUndefined()
       expect((await clusterScriptCalls(cluster)) - calls).toBe(3 + 1)
       const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hm:' }), rules: hour })
@@ -133,11 +134,12 @@ describe('HybridStore on a Redis Cluster', () => {
         for (const user of users) units.push(1_000_000 - ((await redis.peek('f', user)).windows[0]?.remaining ?? 0))
         return units
       }
-      // Keys the old master served took nothing at that sync; the others took their 2 more.
-      const masterOf = (user: string) => [...keys].find(([key]) => key.includes(`{${user}}`))?.[1]
-      const onFrom = users.map((user) => masterOf(user) === fromUrl)
-      expect(onFrom.filter(Boolean).length).toBeGreaterThan(0)
-      expect(await used()).toEqual(onFrom.map((stale) => (stale ? 1 : 3)))
+      // Keys of the moved slot took nothing at that sync; the others, the old master's too, took
+      // their 2 more.
+      const slotOf = (user: string) => calculateSlot([...keys.keys()].find((key) => key.includes(`{${user}}`)) ?? '')
+      const inMoved = users.map((user) => slotOf(user) === slot)
+      expect(inMoved.filter(Boolean).length).toBeGreaterThan(0)
+      expect(await used()).toEqual(inMoved.map((stale) => (stale ? 1 : 3)))
       // Slot by slot, Redis's redirections route each call: every key then holds its 3 units.
       expect((await store.syncNow()).error).toBeUndefined()
       expect(await used()).toEqual(users.map(() => 3))
@@ -155,7 +157,7 @@ describe('HybridStore on a Redis Cluster', () => {
     }
   }, 60_000)
 
-  it("the sync script checks a call's slots before it writes: a slot not its node's writes nothing and says whether the push had run", async () => {
+  it("the sync script writes nothing of a key its node does not serve, answers '?' for it, and answers the same when sent again", async () => {
     const masters = await clusterMasters(cluster)
     const owners = new Map<number, number>()
     const ownerOf = async (key: string) => {
@@ -178,22 +180,24 @@ describe('HybridStore on a Redis Cluster', () => {
     const node = new Redis((masters.find((master) => master.port === home) as { url: string }).url)
     const operation = 'hx:op:{k0}'
     const now = T0 + 1_000
-    const items = JSON.stringify(['fw 10 60000', 2, now, 1, 2, now, 1])
-    const sync = (stranger: string) =>
-      node.eval(syncScript.lua, 2, operation, first, String(now), '', '1', items, '1,1', stranger)
+    const sync = (stranger: string) => syncTwoSlots(node, now, [stranger], [2, now, 1])
     try {
-      // Both slots this node's: both keys written, each slot checked on its own.
-      const reply = (await sync(sameNode)) as unknown[]
-      expect(String(reply[2]).split('\n').slice(0, 2)).toEqual([addable(T0 + 60_000, 1), addable(T0 + 60_000, 1)])
+      // Both slots this node's: both keys written.
+      expect(await sync(sameNode)).toEqual([addable(T0 + 60_000, 1), addable(T0 + 60_000, 1)])
       await node.del(operation, first)
       await node.del(sameNode)
-      // A slot of another master: nothing written, the operation not marked as run.
-      await expect(sync(otherNode)).rejects.toThrow(/^TG_NONLOCAL 0/)
-      expect(await node.exists(first, operation)).toBe(0)
-      // Sent again after it ran: it says so, and writes nothing more.
+      // A slot of another master: that key's units not pushed, the other key's pushed; the
+      // operation's key notes which it did not push.
+      expect(await sync(otherNode)).toEqual([addable(T0 + 60_000, 1), '?'])
+      expect(await node.get(operation)).toBe('unpushed 2')
+      // Sent again after a lost reply: the same answer, and nothing pushed twice.
+      expect(await sync(otherNode)).toEqual([addable(T0 + 60_000, 1), '?'])
+      expect(await node.get(first)).toBe(addable(T0 + 60_000, 1))
+      // A call that pushed both keys, sent again once the second's slot is not this node's: its
+      // units are in Redis, only its value is not known here.
       await node.set(operation, '1')
-      await expect(sync(otherNode)).rejects.toThrow(/^TG_NONLOCAL 1/)
-      expect(await node.exists(first)).toBe(0)
+      expect(await sync(otherNode)).toEqual([addable(T0 + 60_000, 1), '~'])
+      expect(await node.get(first)).toBe(addable(T0 + 60_000, 1))
     } finally {
       await node.del(operation, first)
       await node.del(sameNode)
@@ -201,46 +205,61 @@ describe('HybridStore on a Redis Cluster', () => {
     }
   })
 
-  it("a slot being migrated, one of its keys moved already: the call writes nothing, where checking one key would lose that key's units", async () => {
+  it("a slot being migrated: a key still here is synced; one moved, or whose side key moved, writes nothing and answers '?'", async () => {
     const masters = await clusterMasters(cluster)
     const first = 'hx:r:{k0}:fw'
     const operation = 'hx:op:{k0}'
     const home = await masterOfSlot(cluster, calculateSlot(first))
-    // Two keys of one slot on `first`'s master, another slot than its own: the key checked first
-    // stays, the other moves.
+    // Keys of one slot on `first`'s master, another slot than its own: some stay, one moves.
     let tag: string | undefined
     for (let i = 0; i < 256 && tag === undefined; i++) {
       const slot = calculateSlot(`m${i}`)
       if (slot !== calculateSlot('k0') && (await masterOfSlot(cluster, slot)).port === home.port) tag = `m${i}`
     }
     if (tag === undefined) throw new Error('no second slot on the master')
-    const [staying, moving] = [`hx:r:{${tag}}:a`, `hx:r:{${tag}}:b`]
+    const [staying, moving, sided] = [`hx:r:{${tag}}:a`, `hx:r:{${tag}}:b`, `hx:r:{${tag}}:c`]
     const slot = calculateSlot(staying)
     const target = masters.find((master) => master.port !== home.port) as (typeof masters)[number]
     const source = new Redis(home.url)
     const destination = new Redis(target.url)
     const now = T0 + 1_000
-    const items = JSON.stringify(['fw 10 60000', 2, now, 1, 2, now, 1, 2, now, 1])
     const before = addable(T0 + 60_000, 4)
+    // `sided` counts the window after the one its segment falls in: that segment goes to its
+    // side key, `sided:prev`, which is read before either is written.
+    const sidedBefore = addable(T0 + 120_000, 4)
+    const sync = (names: string[], entries: unknown[]) => syncTwoSlots(source, now, names, entries)
     try {
       await source.set(staying, before, 'PX', 60_000)
       await source.set(moving, before, 'PX', 60_000)
+      await source.set(sided, sidedBefore, 'PX', 120_000)
+      await source.set(`${sided}:prev`, before, 'PX', 60_000)
       const [sourceId, targetId] = [await source.cluster('MYID'), await destination.cluster('MYID')]
       await destination.cluster('SETSLOT', slot, 'IMPORTING', sourceId as string)
       await source.cluster('SETSLOT', slot, 'MIGRATING', targetId as string)
       await source.migrate('127.0.0.1', target.port, moving, 0, 5_000)
-      await expect(
-        source.eval(syncScript.lua, 2, operation, first, String(now), '', '1', items, '1,2', staying, moving),
-      ).rejects.toThrow(/^TG_NONLOCAL 0/)
-      // Nothing written: not the first slot's key, not the key of the migrating slot still here.
-      expect(await source.exists(first, operation)).toBe(0)
-      expect(await source.get(staying)).toBe(before)
+      await source.migrate('127.0.0.1', target.port, `${sided}:prev`, 0, 5_000)
+      expect(await sync([staying, moving], [2, now, 1, 2, now, 1])).toEqual([
+        addable(T0 + 60_000, 1),
+        addable(T0 + 60_000, 5),
+        '?',
+      ])
+      expect(await source.get(operation)).toBe('unpushed 3')
+      await source.del(operation)
+      expect(await sync([sided], [2, now - 60_000, 1])).toEqual([addable(T0 + 60_000, 2), '?'])
+      // Nothing of the keys that answered '?' written, here or where they moved.
+      expect(await source.get(sided)).toBe(sidedBefore)
+      await destination.call('ASKING')
+      expect(await destination.get(moving)).toBe(before)
+      await destination.call('ASKING')
+      expect(await destination.get(`${sided}:prev`)).toBe(before)
     } finally {
       await source.del(first, operation)
-      await source.del(staying)
-      // The moved key, deleted on the node importing its slot, which takes it when asked so.
+      await source.del(staying, sided)
+      // The moved keys, deleted on the node importing their slot, which takes them when asked so.
       await destination.call('ASKING')
       await destination.del(moving)
+      await destination.call('ASKING')
+      await destination.del(`${sided}:prev`)
       await source.cluster('SETSLOT', slot, 'STABLE')
       await destination.cluster('SETSLOT', slot, 'STABLE')
       source.disconnect()
@@ -342,6 +361,30 @@ describe('HybridStore on a Redis Cluster', () => {
 })
 
 /** Script calls run on the Cluster's masters so far. */
+/**
+ * The sync script on `node`, called as a Cluster call of two slots is: `hx:r:{k0}:fw` and the
+ * call's operation key in KEYS, `others` of another slot after ARGV; `hx:r:{k0}:fw` is charged 1
+ * at `now`, the others by `entries`. The entries' lines of the reply.
+ */
+async function syncTwoSlots(node: Redis, now: number, others: string[], entries: unknown[]): Promise<string[]> {
+  const items = JSON.stringify(['fw 10 60000', 2, now, 1, ...entries])
+  const reply = (await node.eval(
+    syncScript.lua,
+    2,
+    'hx:op:{k0}',
+    'hx:r:{k0}:fw',
+    String(now),
+    '',
+    '1',
+    items,
+    `1,${others.length}`,
+    ...others,
+  )) as unknown[]
+  return String(reply[2])
+    .split('\n')
+    .slice(0, others.length + 1)
+}
+
 async function clusterScriptCalls(cluster: SpawnedCluster): Promise<number> {
   let calls = 0
   for (const master of await clusterMasters(cluster)) {

@@ -1,9 +1,16 @@
 import { createLimiter, HybridStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CALLS_IN_FLIGHT, inTurnByNode, startInTurn } from '../../packages/core/src/stores/hybrid/sync-wire.js'
+import {
+  CALLS_IN_FLIGHT,
+  chunksOf,
+  inTurnByNode,
+  MAX_CHUNK,
+  startInTurn,
+} from '../../packages/core/src/stores/hybrid/sync-wire.js'
 import { ManualClock } from '../src/manual-clock.js'
 import { type SpawnedRedis, spawnRedisServer } from '../src/redis-server.js'
+import { seededRandom } from '../src/seeded-random.js'
 
 /** A promise and what settles it, for starts the test settles itself. */
 function deferred<T>() {
@@ -21,6 +28,34 @@ describe("a sync's calls in turn", () => {
     expect(inTurnByNode(['a', 'a', 'a', 'b', 'c', 'c'])).toEqual({ order: [0, 3, 4, 1, 5, 2], nodes: 3 })
     expect(inTurnByNode(['', '', ''])).toEqual({ order: [0, 1, 2], nodes: 1 })
     expect(inTurnByNode([])).toEqual({ order: [], nodes: 0 })
+  })
+
+  it("a Cluster's calls: each one master's keys in the sync's order, put in slot order, with each slot's run", () => {
+    const random = seededRandom(7)
+    const count = 3 * MAX_CHUNK + 123
+    const slots = Array.from({ length: count }, () => random(16_384))
+    const masterOf = (slot: number) => `m${slot % 3}`
+    const chunks = chunksOf(count, (at) => slots[at] as number, masterOf)
+    // Every key once.
+    expect(chunks.flatMap((chunk) => chunk.indices).sort((a, b) => a - b)).toEqual(slots.map((_, at) => at))
+    for (const { indices, slotRuns } of chunks) {
+      expect(indices.length).toBeLessThanOrEqual(MAX_CHUNK)
+      expect(new Set(indices.map((at) => masterOf(slots[at] as number))).size).toBe(1)
+      // Slot by slot, each slot's keys in their order, and the runs as the reference counts them.
+      const expected = [...indices].sort((a, b) => (slots[a] as number) - (slots[b] as number) || a - b)
+      expect(indices).toEqual(expected)
+      const runs: number[] = []
+      expected.forEach((at, k) => {
+        if (k === 0 || slots[at] !== slots[expected[k - 1] as number]) runs.push(0)
+        runs[runs.length - 1] = (runs[runs.length - 1] as number) + 1
+      })
+      expect(slotRuns).toEqual(runs.length > 1 ? runs : [])
+    }
+    // Without masters, a call per slot, read together.
+    for (const chunk of chunksOf(40, (at) => at % 4)) {
+      expect(chunk.slotRuns).toEqual([])
+      expect(new Set(chunk.indices.map((at) => at % 4)).size).toBe(1)
+    }
   })
 
   it(`keeps at most ${CALLS_IN_FLIGHT} calls a node in flight, starts the next as one settles, and settles each with its own`, async () => {

@@ -9,14 +9,7 @@ import { PushedAlone } from './pushed-alone.js'
 import type { RedisLink } from './redis-link.js'
 import type { RowList } from './row-list.js'
 import { usedOf, withUnits } from './segments.js'
-import {
-  type ChunkAnswer,
-  type ChunkOutcome,
-  chunkArguments,
-  nonLocalOf,
-  pushEntries,
-  readChunkReply,
-} from './sync-wire.js'
+import { type ChunkAnswer, type ChunkOutcome, chunkArguments, pushEntries, readChunkReply } from './sync-wire.js'
 
 /** Expired keys the sync looks at per run to drop them, beside pushing: the sweep goes round in slices. */
 const SWEEP_PER_SYNC = 10_000
@@ -210,18 +203,6 @@ export class ApproximateSync {
     try {
       answer = readChunkReply(await this.link.sent(push.keyCount, push.keysAndArgs), keys)
     } catch (error) {
-      const nonLocal = nonLocalOf(error)
-      if (nonLocal !== undefined) {
-        // The node answered, and wrote nothing of this call: a map out of date, not a failure.
-        this.slotBySlot = true
-        for (const [i, row] of chunk.entries()) {
-          // Sent again after a lost reply, the push had run: its units are in Redis, only the
-          // totals after it are not known here yet (the key's next sync reads them).
-          if (!nonLocal.ranBefore) this.requeue(row, generations[i] as number)
-          else if (rows.holds(row, generations[i] as number)) rows.units.endSending(row)
-        }
-        return { overAdmitted: 0, instances: undefined }
-      }
       // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
       if (chunk.length > 0 && resendAsItWas(error, push.since)) this.doubtful.push(push)
       else for (const [i, row] of chunk.entries()) this.requeue(row, generations[i] as number)
@@ -241,6 +222,15 @@ export class ApproximateSync {
         // A key Redis cannot hold these units in (another type) would fail every sync: dropped.
         rows.units.endSending(row)
         keyError ??= value
+        return
+      }
+      if (typeof value !== 'string') {
+        // A key the node does not serve, a map out of date rather than a failure: its units go
+        // again at the next sync, slot by slot, which follows Redis's redirections; pushed already
+        // (the call sent again after a lost reply), only its totals are not known here yet.
+        this.slotBySlot = true
+        if (value.pushed) rows.units.endSending(row)
+        else this.requeue(row, generations[i] as number)
         return
       }
       const over = answer.overAdmitted?.get(i) ?? 0

@@ -235,7 +235,10 @@ export class ApproximateMode implements HybridMode {
           indices.forEach((at, i) => {
             const value = answer.values[i]
             if (value instanceof TollgateError) throw value
-            totals[at] = { after: value as string, syncedAt }
+            if (typeof value !== 'string') {
+              throw new TollgateError('TG_STORE', `the node asked does not serve ${keys[i]}: its slot moved`)
+            }
+            totals[at] = { after: value, syncedAt }
           })
         }),
       )

@@ -96,7 +96,13 @@ export class PushedAlone {
       // A reply that does not parse: Redis ran the push, only what it said is lost.
       return
     }
-    if (answer.values[0] instanceof Error) return
+    const value = answer.values[0]
+    if (value instanceof Error) return
+    // Its slot moved as the push went: nothing was written, the units go with the next sync.
+    if (typeof value !== 'string' && !value?.pushed) {
+      this.context.putBack(push.row, push.generation, push.units)
+      return
+    }
     const overAdmitted = answer.overAdmitted?.get(0) ?? 0
     this.pushedSince += pendingUnits(push.units)
     this.overAdmittedSince += overAdmitted

@@ -1,4 +1,3 @@
-import { isReplyError } from '../../redis-clients/reply-errors.js'
 import type { AlgorithmName, Window } from '../../rules/rules.js'
 import { describeValue, TollgateError } from '../../support/errors.js'
 import { SCRIPT_ALGORITHM } from '../shared/redis-wire.js'
@@ -20,8 +19,11 @@ export interface ChunkAnswer {
   serverMs: number
   /** Live processes, counted by the heartbeat; undefined when the chunk carried none. */
   instances: number | undefined
-  /** Per key of the chunk, in order: its value after the push ('' for no key), or the error that key alone met. */
-  values: Array<string | TollgateError>
+  /**
+   * Per key of the chunk, in order: its value after the push ('' for no key), the error that key
+   * alone met, or ELSEWHERE_UNPUSHED / ELSEWHERE_PUSHED for a key the node does not serve.
+   */
+  values: Array<string | TollgateError | Elsewhere>
   /** Units pushed above a limit, by the key's index in the chunk: only keys that pushed some. */
   overAdmitted: Map<number, number> | undefined
 }
@@ -34,6 +36,19 @@ export interface ChunkOutcome {
   /** The first error a key of the call met alone (a key of another type): the others synced. */
   keyError?: TollgateError
 }
+
+/**
+ * A key the call's node does not serve, on a Cluster: its slot is another node's (the client's map
+ * is out of date) or the key moved out of a slot being migrated. `pushed` when the call had run
+ * before (sent again after a lost reply) and pushed the key's units then, so that only its value
+ * after is not known; otherwise nothing of the key was written and its units are still to push.
+ */
+export interface Elsewhere {
+  readonly pushed: boolean
+}
+
+export const ELSEWHERE_UNPUSHED: Elsewhere = Object.freeze({ pushed: false })
+export const ELSEWHERE_PUSHED: Elsewhere = Object.freeze({ pushed: true })
 
 /** A rule's windows always encode to the same text: each is encoded once. */
 const ruleTexts = new WeakMap<readonly Window[], Map<AlgorithmName, string>>()
@@ -169,14 +184,25 @@ export function chunksOf(
   return chunks
 }
 
+/** Above any key's index in a sync: a key's slot and index make one number, which sorts by slot, then index. */
+const SLOT_SPAN = 2 ** 32
+
 /** A chunk's keys in slot order, and how many each slot holds; one slot's read together, as off a Cluster. */
 function bySlot(indices: number[], slots: Int32Array): Chunk {
-  indices.sort((a, b) => (slots[a] as number) - (slots[b] as number) || a - b)
+  // A typed array sorts its numbers without calling a comparator per comparison.
+  const order = new Float64Array(indices.length)
+  for (let k = 0; k < indices.length; k++) {
+    const at = indices[k] as number
+    order[k] = (slots[at] as number) * SLOT_SPAN + at
+  }
+  order.sort()
   const slotRuns: number[] = []
   let run = 0
-  for (let k = 0; k < indices.length; k++) {
+  for (let k = 0; k < order.length; k++) {
+    const at = (order[k] as number) % SLOT_SPAN
+    indices[k] = at
     run++
-    if (k + 1 === indices.length || slots[indices[k + 1] as number] !== slots[indices[k] as number]) {
+    if (k + 1 === order.length || Math.floor((order[k + 1] as number) / SLOT_SPAN) !== slots[at]) {
       slotRuns.push(run)
       run = 0
     }
@@ -275,17 +301,6 @@ export function chunkArguments(
   return { keyCount, keysAndArgs: words }
 }
 
-/**
- * Whether a call's failure is the sync script's `TG_NONLOCAL` reply (lua/sync.lua): a slot of the call
- * was not its node's, and the call wrote nothing of its own; `ranBefore` when the call had run
- * already (sent again after a lost reply), so that its push is in Redis.
- */
-export function nonLocalOf(error: unknown): { ranBefore: boolean } | undefined {
-  if (!isReplyError(error)) return undefined
-  const match = /^TG_NONLOCAL ([01])/.exec((error as Error).message)
-  return match ? { ranBefore: match[1] === '1' } : undefined
-}
-
 /** The script's reply read back for the chunk's `keys`; throws TG_STORE for one that does not parse. */
 export function readChunkReply(reply: unknown, keys: readonly string[]): ChunkAnswer {
   const count = keys.length
@@ -300,16 +315,18 @@ export function readChunkReply(reply: unknown, keys: readonly string[]): ChunkAn
     throw new TollgateError('TG_STORE', `unexpected reply from the sync script: ${describeValue(reply)}`)
   }
   const instances = reply[1] as number
-  const values: Array<string | TollgateError> = lines
+  const values: Array<string | TollgateError | Elsewhere> = lines
   lines.pop()
   for (let i = 0; i < count; i++) {
     const text = lines[i] as string
-    if (text.charCodeAt(0) === 33) {
+    const mark = text.charCodeAt(0)
+    if (mark === 33) {
       // '!': the key alone failed.
       values[i] = new TollgateError('TG_STORE', `the store failed on ${keys[i]}: ${text.slice(1)}`, {
         storeDown: false,
       })
-    }
+    } else if (mark === 63 && text.length === 1) values[i] = ELSEWHERE_UNPUSHED
+    else if (mark === 126 && text.length === 1) values[i] = ELSEWHERE_PUSHED
   }
   let overAdmitted: Map<number, number> | undefined
   for (let at = 3; at < reply.length; at += 2) {
