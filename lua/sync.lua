@@ -102,7 +102,8 @@ if runs ~= '' then
 else
   bounds[1] = #names
 end
--- Raised for a key whose slot's MGET met a key this node does not serve.
+-- Raised for a key whose slot's MGET met a key this node does not serve. A command refused as the
+-- Cluster is down wrote nothing either: its key's units go again too, rather than being dropped.
 local ELSEWHERE = {}
 local function elsewhere(failure)
   if failure == ELSEWHERE then

@@ -76,7 +76,7 @@ export function hybridSyncSection(results: BenchResults): string {
   const cluster = find(results, 'cluster', 'next')
   if (one && cluster) {
     parts.push(
-      `The Cluster's sync took ${ratio(cluster.seconds / one.seconds)} the time of one Redis's, its busiest master ${ratio(cluster.redisCpuUs / one.redisCpuUs)} one Redis's CPU. On ${results.machine.cpus} CPUs, three masters and the syncing process share the cores, so the time is bound by the machine as much as by the masters.`,
+      `The Cluster's sync took ${ratio(cluster.seconds / one.seconds)} the time of one Redis's, its busiest master ${ratio(cluster.redisCpuUs / one.redisCpuUs)} one Redis's CPU. The syncing process, whose sync runs on one thread, used ${decimal(cluster.processCpuUs / 1e6, 2)} s of CPU over it, ${ratio(cluster.processCpuUs / 1e6 / one.seconds)} one Redis's sync time: a time more masters do not shorten. On ${results.machine.cpus} CPUs, three masters and the syncing process share the cores, so the time is bound by the machine as much as by the masters.`,
     )
   }
   return parts.join('\n\n')
