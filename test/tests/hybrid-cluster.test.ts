@@ -42,6 +42,40 @@ describe('HybridStore on a Redis Cluster', () => {
     await cluster?.stop()
   })
 
+  /**
+   * A process deciding on `count` users under a fixed window of an hour, through a client of its
+   * own that learns the Cluster's map only from Redis's redirections; `used` reads each user's
+   * units in Redis, through a RedisStore on the shared client.
+   */
+  async function runningProcess(prefix: string, count: number) {
+    const own = clusterClient(cluster, { slotsRefreshInterval: 0 })
+    await waitReady(own)
+    const clock = new ManualClock(T0)
+    const hour = {
+      f: { algorithm: 'fixed-window', windows: [{ limit: 1_000_000, period: '1h' }] },
+    } satisfies RulesOptions
+    const store = new HybridStore({ client: own, clock: clock.now, autoSync: false, prefix })
+    const limiter = createLimiter({ store, rules: hour, onWarning: () => {} })
+    const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix }), rules: hour })
+    const users = Array.from({ length: count }, (_, i) => `user:${i}`)
+    return {
+      store,
+      users,
+      round: async (cost: number) => {
+        for (const user of users) expect((await limiter.consume('f', user, { cost })).allowed).toBe(true)
+      },
+      used: async () => {
+        const units: number[] = []
+        for (const user of users) units.push(1_000_000 - ((await redis.peek('f', user)).windows[0]?.remaining ?? 0))
+        return units
+      },
+      close: async () => {
+        await Promise.all([limiter.close(), redis.close()])
+        own.disconnect()
+      },
+    }
+  }
+
   it("syncs keys of every slot, a master's keys a call, and RedisStore on the Cluster reads the totals", async () => {
     const clock = new ManualClock(T0)
     const stores = [0, 1].map(() => new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'hc:' }))
@@ -89,19 +123,7 @@ describe('HybridStore on a Redis Cluster', () => {
   }, 60_000)
 
   it("a slot moved under a running process: the call that meets it writes nothing of that slot's keys, the next sync goes slot by slot, and every unit counts once", async () => {
-    // Its own client, which learns the Cluster's map only from Redis's redirections.
-    const own = clusterClient(cluster, { slotsRefreshInterval: 0 })
-    await waitReady(own)
-    const clock = new ManualClock(T0)
-    const hour = {
-      f: { algorithm: 'fixed-window', windows: [{ limit: 1_000_000, period: '1h' }] },
-    } satisfies RulesOptions
-    const store = new HybridStore({ client: own, clock: clock.now, autoSync: false, prefix: 'hm:' })
-    const limiter = createLimiter({ store, rules: hour, onWarning: () => {} })
-    const users = Array.from({ length: 300 }, (_, i) => `user:${i}`)
-    const round = async (cost: number) => {
-      for (const user of users) expect((await limiter.consume('f', user, { cost })).allowed).toBe(true)
-    }
+    const { store, users, round, used, close } = await runningProcess('hm:', 300)
     await round(1)
     expect((await store.syncNow()).error).toBeUndefined()
     const keys = new Map<string, string>()
@@ -113,7 +135,12 @@ describe('HybridStore on a Redis Cluster', () => {
       node.disconnect()
     }
     expect(keys.size).toBe(users.length)
-    const [moving, fromUrl] = [...keys][0] as [string, string]
+    // A key that is not in its master's lowest slot: the master's call names the lowest slot's
+    // keys, which Redis routes the call by, and still goes to the old master. (A call whose own
+    // slot moved is redirected whole to the new master, where its other slots answer as not its.)
+    const lowest = (url: string) =>
+      Math.min(...[...keys].filter(([, at]) => at === url).map(([key]) => calculateSlot(key)))
+    const [moving, fromUrl] = [...keys].find(([key, url]) => calculateSlot(key) > lowest(url)) as [string, string]
     const slot = calculateSlot(moving)
     const masters = await clusterMasters(cluster)
     const from = masters.find((master) => master.url === fromUrl)
@@ -128,12 +155,6 @@ describe('HybridStore on a Redis Cluster', () => {
       // slot's keys and says so.
       expect(moved.error).toBeUndefined()
       expect((await clusterScriptCalls(cluster)) - calls).toBe(3 + 1)
-      const redis = createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix: 'hm:' }), rules: hour })
-      const used = async () => {
-        const units: number[] = []
-        for (const user of users) units.push(1_000_000 - ((await redis.peek('f', user)).windows[0]?.remaining ?? 0))
-        return units
-      }
       // Keys of the moved slot took nothing at that sync; the others, the old master's too, took
       // their 2 more.
       const slotOf = (user: string) => calculateSlot([...keys.keys()].find((key) => key.includes(`{${user}}`)) ?? '')
@@ -149,10 +170,66 @@ describe('HybridStore on a Redis Cluster', () => {
       expect((await store.syncNow()).error).toBeUndefined()
       expect((await clusterScriptCalls(cluster)) - before).toBe(3 + 1)
       expect(await used()).toEqual(users.map(() => 4))
-      await redis.close()
     } finally {
-      await limiter.close()
-      own.disconnect()
+      await close()
+      await migrateSlot(cluster, slot, to, from)
+    }
+  }, 60_000)
+
+  it('a slot half migrated under a running process: its moved key waits, refused while the slot migrates, and counts its units once after', async () => {
+    const { store, users, round, used, close } = await runningProcess('hh:', 60)
+    await round(1)
+    expect((await store.syncNow()).error).toBeUndefined()
+    const keys = new Map<string, { name: string; slot: number; port: number }>()
+    for (const master of await clusterMasters(cluster)) {
+      const node = new Redis(master.url)
+      for (const { key } of await keysWithTtl(node, 'hh:')) {
+        const user = /\{(user:\d+)\}/.exec(key)?.[1]
+        if (user && !holdsNoState(key)) keys.set(user, { name: key, slot: calculateSlot(key), port: master.port })
+      }
+      node.disconnect()
+    }
+    // A key that is not its master's lowest slot: its master's call names the lowest slot's keys,
+    // which Redis routes the call by, and carries this one after them.
+    const lowest = (port: number) => Math.min(...[...keys.values()].filter((k) => k.port === port).map((k) => k.slot))
+    const user = users.find((name) => {
+      const key = keys.get(name)
+      return key !== undefined && key.slot > lowest(key.port)
+    })
+    if (user === undefined) throw new Error("no key above its master's lowest slot")
+    const { name: moving, slot } = keys.get(user) as { name: string; slot: number }
+    const from = await masterOfSlot(cluster, slot)
+    const to = (await clusterMasters(cluster)).find((master) => master.port !== from.port) as typeof from
+    const [source, destination] = [new Redis(from.url), new Redis(to.url)]
+    await destination.cluster('SETSLOT', slot, 'IMPORTING', (await source.cluster('MYID')) as string)
+    await source.cluster('SETSLOT', slot, 'MIGRATING', (await destination.cluster('MYID')) as string)
+    await source.migrate('127.0.0.1', to.port, moving, 0, 5_000)
+    let migrated = false
+    try {
+      await round(2)
+      // The call that holds the moved key syncs every other key, its master's too, not that one.
+      expect((await store.syncNow()).error).toBeUndefined()
+      expect(await used()).toEqual(users.map((name) => (name === user ? 1 : 3)))
+      // Sent alone to its slot, with the call's operation key, new to Redis: the old node sends
+      // the call on (ASK), and the node importing the slot refuses a call naming a key it does not
+      // hold yet beside another (TRYAGAIN), until the client gives up. The push is kept, its units
+      // neither lost nor counted, until the slot has moved.
+      const refused = await store.syncNow()
+      expect(refused.error?.message).toMatch(/Too many Cluster redirections/)
+      expect(await used()).toEqual(users.map((name) => (name === user ? 1 : 3)))
+      await migrateSlot(cluster, slot, from, to)
+      migrated = true
+      // Once the slot has moved, the push goes again as it was: every key holds its 3 units, once.
+      expect((await store.syncNow()).error).toBeUndefined()
+      expect(await used()).toEqual(users.map(() => 3))
+      await round(1)
+      expect((await store.syncNow()).error).toBeUndefined()
+      expect(await used()).toEqual(users.map(() => 4))
+    } finally {
+      await close()
+      source.disconnect()
+      destination.disconnect()
+      if (!migrated) await migrateSlot(cluster, slot, from, to)
       await migrateSlot(cluster, slot, to, from)
     }
   }, 60_000)
