@@ -20,3 +20,15 @@ export function isReplyError(error: unknown): boolean {
 export function isNoScript(error: unknown): boolean {
   return isReplyError(error) && String((error as Error).message).startsWith('NOSCRIPT')
 }
+
+/**
+ * Whether a Cluster client gave up on a call that Redis's nodes kept redirecting (MOVED, ASK,
+ * TRYAGAIN), as while a slot is being migrated: the nodes answered all along, none is failing.
+ * ioredis and iovalkey wrap the last redirection in an error of their own; node-redis throws it.
+ */
+export function isRedirectedToTheEnd(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    /^(?:Too many Cluster redirections\. Last error: ReplyError: )?(?:MOVED|ASK|TRYAGAIN) /.test(error.message)
+  )
+}

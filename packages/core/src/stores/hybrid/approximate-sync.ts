@@ -1,3 +1,4 @@
+import { isRedirectedToTheEnd } from '../../redis-clients/reply-errors.js'
 import { TollgateError } from '../../support/errors.js'
 import { operationKeyBeside, resendAsItWas } from '../shared/operations.js'
 import { decodeCounterState, toModelState } from '../shared/redis-state.js'
@@ -206,7 +207,16 @@ export class ApproximateSync {
       // Redis answering with an error ran nothing (OOM, say): no doubt, the units go back.
       if (chunk.length > 0 && resendAsItWas(error, push.since)) this.doubtful.push(push)
       else for (const [i, row] of chunk.entries()) this.requeue(row, generations[i] as number)
-      return error instanceof Error ? error : new Error(String(error))
+      const failure = error instanceof Error ? error : new Error(String(error))
+      if (isRedirectedToTheEnd(failure)) {
+        // A slot being migrated: the push waits for it, and the node, answering, is not failing.
+        const refused = new TollgateError('TG_STORE', `the sync failed: ${failure.message}`, {
+          storeDown: false,
+          cause: failure,
+        })
+        return { overAdmitted: 0, instances: undefined, refused }
+      }
+      return failure
     }
     this.link.aligned?.measured(answer.serverMs, sentAt, performance.now())
     const syncedAt = time === '-' ? answer.serverMs : Number(time)

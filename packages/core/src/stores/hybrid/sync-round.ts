@@ -111,6 +111,7 @@ export class SyncRounds {
         link.instances = Math.max(1, outcome.instances)
       }
       if (outcome.keyError) report.error ??= outcome.keyError
+      if (outcome.refused) report.error ??= outcome.refused
     })
     const aside = batch.aside()
     report.overAdmitted += aside.overAdmitted

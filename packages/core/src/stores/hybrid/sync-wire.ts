@@ -35,6 +35,11 @@ export interface ChunkOutcome {
   instances: number | undefined
   /** The first error a key of the call met alone (a key of another type): the others synced. */
   keyError?: TollgateError
+  /**
+   * Why the call did not run while its node answered all along: a Cluster redirected it until the
+   * client gave up (a slot being migrated). Its units wait; the node is not failing.
+   */
+  refused?: TollgateError
 }
 
 /**
