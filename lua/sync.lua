@@ -105,11 +105,14 @@ end
 -- Raised for a key whose slot's MGET met a key this node does not serve. A command refused as the
 -- Cluster is down wrote nothing either: its key's units go again too, rather than being dropped.
 local ELSEWHERE = {}
+local function failure_text(failure)
+  return tostring(type(failure) == 'table' and failure.err or failure)
+end
 local function elsewhere(failure)
   if failure == ELSEWHERE then
     return true
   end
-  local text = type(failure) == 'table' and failure.err or tostring(failure)
+  local text = failure_text(failure)
   return find(text, 'non local key', 1, true) ~= nil or find(text, 'cluster is down', 1, true) ~= nil
 end
 -- The keys' values, read with one MGET per slot when an entry first needs one: most keys of a
@@ -238,7 +241,7 @@ while true do
   keyed = false
   if not elsewhere(failure) then
     -- A value never holds a line break; an error's text might.
-    afters[entry] = '!' .. string.gsub(tostring(type(failure) == 'table' and failure.err or failure), '\n', ' ')
+    afters[entry] = '!' .. string.gsub(failure_text(failure), '\n', ' ')
   elseif ran_before then
     afters[entry] = '~'
   else

@@ -15,6 +15,7 @@ import {
 } from '../src/redis-cluster.js'
 import { addable } from '../src/redis-codec.js'
 import { keysWithTtl } from '../src/redis-keys.js'
+import type { SpawnedRedis } from '../src/redis-server.js'
 import { scriptCalls } from '../src/script-calls.js'
 import { holdsNoState } from '../src/store-conformance.js'
 
@@ -77,6 +78,30 @@ describe('HybridStore on a Redis Cluster', () => {
     }
   }
 
+  /** The users' state keys under `prefix` on each master (not the heartbeat's, nor the pushes' operation keys). */
+  async function stateKeys(prefix: string): Promise<Array<{ key: string; slot: number; master: SpawnedRedis }>> {
+    const keys: Array<{ key: string; slot: number; master: SpawnedRedis }> = []
+    for (const master of await clusterMasters(cluster)) {
+      const node = new Redis(master.url)
+      for (const { key } of await keysWithTtl(node, prefix))
+        if (key.includes('{user:') && !holdsNoState(key)) keys.push({ key, slot: calculateSlot(key), master })
+      node.disconnect()
+    }
+    return keys
+  }
+
+  /**
+   * A key that is not in its master's lowest slot: the master's call names the lowest slot's keys,
+   * which Redis routes the call by, and carries this one after them. (A call whose own slot moved
+   * is redirected whole to the new master, where its other slots answer as not its.)
+   */
+  function aboveLowestSlot(keys: ReadonlyArray<{ key: string; slot: number; master: SpawnedRedis }>) {
+    const lowest = (port: number) => Math.min(...keys.filter((k) => k.master.port === port).map((k) => k.slot))
+    const found = keys.find((k) => k.slot > lowest(k.master.port))
+    if (found === undefined) throw new Error("no key above its master's lowest slot")
+    return found
+  }
+
   it("syncs keys of every slot, a master's keys a call, and RedisStore on the Cluster reads the totals", async () => {
     const clock = new ManualClock(T0)
     const stores = [0, 1].map(() => new HybridStore({ client, clock: clock.now, autoSync: false, prefix: 'hc:' }))
@@ -127,26 +152,10 @@ describe('HybridStore on a Redis Cluster', () => {
     const { store, users, round, used, close } = await runningProcess('hm:', 300)
     await round(1)
     expect((await store.syncNow()).error).toBeUndefined()
-    const keys = new Map<string, string>()
-    for (const master of await clusterMasters(cluster)) {
-      const node = new Redis(master.url)
-      // The users' state keys: not the heartbeat's, nor the pushes' operation keys.
-      for (const { key } of await keysWithTtl(node, 'hm:'))
-        if (key.includes('{user:') && !holdsNoState(key)) keys.set(key, master.url)
-      node.disconnect()
-    }
-    expect(keys.size).toBe(users.length)
-    // A key that is not in its master's lowest slot: the master's call names the lowest slot's
-    // keys, which Redis routes the call by, and still goes to the old master. (A call whose own
-    // slot moved is redirected whole to the new master, where its other slots answer as not its.)
-    const lowest = (url: string) =>
-      Math.min(...[...keys].filter(([, at]) => at === url).map(([key]) => calculateSlot(key)))
-    const [moving, fromUrl] = [...keys].find(([key, url]) => calculateSlot(key) > lowest(url)) as [string, string]
-    const slot = calculateSlot(moving)
-    const masters = await clusterMasters(cluster)
-    const from = masters.find((master) => master.url === fromUrl)
-    const to = masters.find((master) => master.url !== fromUrl)
-    if (!from || !to) throw new Error('no two masters')
+    const keys = await stateKeys('hm:')
+    expect(keys.length).toBe(users.length)
+    const { slot, master: from } = aboveLowestSlot(keys)
+    const to = (await clusterMasters(cluster)).find((master) => master.port !== from.port) as SpawnedRedis
     await migrateSlot(cluster, slot, from, to)
     try {
       await round(2)
@@ -158,7 +167,7 @@ describe('HybridStore on a Redis Cluster', () => {
       expect((await clusterScriptCalls(cluster)) - calls).toBe(3 + 1)
       // Keys of the moved slot took nothing at that sync; the others, the old master's too, took
       // their 2 more.
-      const slotOf = (user: string) => calculateSlot([...keys.keys()].find((key) => key.includes(`{${user}}`)) ?? '')
+      const slotOf = (user: string) => keys.find(({ key }) => key.includes(`{${user}}`))?.slot
       const inMoved = users.map((user) => slotOf(user) === slot)
       expect(inMoved.filter(Boolean).length).toBeGreaterThan(0)
       expect(await used()).toEqual(inMoved.map((stale) => (stale ? 1 : 3)))
@@ -181,26 +190,9 @@ describe('HybridStore on a Redis Cluster', () => {
     const { store, clock, users, round, used, close } = await runningProcess('hh:', 60)
     await round(1)
     expect((await store.syncNow()).error).toBeUndefined()
-    const keys = new Map<string, { name: string; slot: number; port: number }>()
-    for (const master of await clusterMasters(cluster)) {
-      const node = new Redis(master.url)
-      for (const { key } of await keysWithTtl(node, 'hh:')) {
-        const user = /\{(user:\d+)\}/.exec(key)?.[1]
-        if (user && !holdsNoState(key)) keys.set(user, { name: key, slot: calculateSlot(key), port: master.port })
-      }
-      node.disconnect()
-    }
-    // A key that is not its master's lowest slot: its master's call names the lowest slot's keys,
-    // which Redis routes the call by, and carries this one after them.
-    const lowest = (port: number) => Math.min(...[...keys.values()].filter((k) => k.port === port).map((k) => k.slot))
-    const user = users.find((name) => {
-      const key = keys.get(name)
-      return key !== undefined && key.slot > lowest(key.port)
-    })
-    if (user === undefined) throw new Error("no key above its master's lowest slot")
-    const { name: moving, slot } = keys.get(user) as { name: string; slot: number }
-    const from = await masterOfSlot(cluster, slot)
-    const to = (await clusterMasters(cluster)).find((master) => master.port !== from.port) as typeof from
+    const { key: moving, slot, master: from } = aboveLowestSlot(await stateKeys('hh:'))
+    const isMoving = (user: string) => moving.includes(`{${user}}`)
+    const to = (await clusterMasters(cluster)).find((master) => master.port !== from.port) as SpawnedRedis
     const [source, destination] = [new Redis(from.url), new Redis(to.url)]
     await destination.cluster('SETSLOT', slot, 'IMPORTING', (await source.cluster('MYID')) as string)
     await source.cluster('SETSLOT', slot, 'MIGRATING', (await destination.cluster('MYID')) as string)
@@ -210,14 +202,14 @@ describe('HybridStore on a Redis Cluster', () => {
       await round(2)
       // The call that holds the moved key syncs every other key, its master's too, not that one.
       expect((await store.syncNow()).error).toBeUndefined()
-      expect(await used()).toEqual(users.map((name) => (name === user ? 1 : 3)))
+      expect(await used()).toEqual(users.map((name) => (isMoving(name) ? 1 : 3)))
       // Sent alone to its slot, with the call's operation key, new to Redis: the old node sends
       // the call on (ASK), and the node importing the slot refuses a call naming a key it does not
       // hold yet beside another (TRYAGAIN), until the client gives up. The push is kept, its units
       // neither lost nor counted, until the slot has moved.
       const refused = await store.syncNow()
       expect(refused.error?.message).toMatch(/Too many Cluster redirections/)
-      expect(await used()).toEqual(users.map((name) => (name === user ? 1 : 3)))
+      expect(await used()).toEqual(users.map((name) => (isMoving(name) ? 1 : 3)))
       // A node that redirects is a node that answers: a migration that outlasts outage.afterMs
       // does not send its keys' decisions to the outage policy.
       clock.advance(10_000)
@@ -443,7 +435,6 @@ describe('HybridStore on a Redis Cluster', () => {
   )
 })
 
-/** Script calls run on the Cluster's masters so far. */
 /**
  * The sync script on `node`, called as a Cluster call of two slots is: `hx:r:{k0}:fw` and the
  * call's operation key in KEYS, `others` of another slot after ARGV; `hx:r:{k0}:fw` is charged 1
@@ -468,6 +459,7 @@ async function syncTwoSlots(node: Redis, now: number, others: string[], entries:
     .slice(0, others.length + 1)
 }
 
+/** Script calls run on the Cluster's masters so far. */
 async function clusterScriptCalls(cluster: SpawnedCluster): Promise<number> {
   let calls = 0
   for (const master of await clusterMasters(cluster)) {

@@ -52,8 +52,8 @@ export interface Elsewhere {
   readonly pushed: boolean
 }
 
-export const ELSEWHERE_UNPUSHED: Elsewhere = Object.freeze({ pushed: false })
-export const ELSEWHERE_PUSHED: Elsewhere = Object.freeze({ pushed: true })
+const ELSEWHERE_UNPUSHED: Elsewhere = Object.freeze({ pushed: false })
+const ELSEWHERE_PUSHED: Elsewhere = Object.freeze({ pushed: true })
 
 /** A rule's windows always encode to the same text: each is encoded once. */
 const ruleTexts = new WeakMap<readonly Window[], Map<AlgorithmName, string>>()
