@@ -165,7 +165,7 @@ for arg = 6, #ARGV do
       if decides then
         error(failure)
       end
-      entry.failure = type(failure) == 'table' and failure.err or tostring(failure)
+      entry.failure = failure_text(failure)
     end
   end
 end
@@ -185,7 +185,7 @@ for i = 1, #entries do
   else
     local ok, failure = pcall(rule.module.check, entry.name, rule.windows, now, 0, 'consume', state, base)
     if not ok then
-      entry.failure = type(failure) == 'table' and failure.err or tostring(failure)
+      entry.failure = failure_text(failure)
     end
   end
   base = base + rule.module.width(#rule.windows)

@@ -105,9 +105,6 @@ end
 -- Raised for a key whose slot's MGET met a key this node does not serve. A command refused as the
 -- Cluster is down wrote nothing either: its key's units go again too, rather than being dropped.
 local ELSEWHERE = {}
-local function failure_text(failure)
-  return tostring(type(failure) == 'table' and failure.err or failure)
-end
 local function elsewhere(failure)
   if failure == ELSEWHERE then
     return true

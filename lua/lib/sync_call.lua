@@ -1,5 +1,5 @@
 -- What the two scripts of processes deciding in their own memory (sync.lua, lease.lua) share:
--- the call's time and the process's heartbeat.
+-- the call's time, the process's heartbeat, and the text of a key's failure.
 
 -- The server's time, and the call's: ARGV's `text` in ms, or '-' for the server's.
 local function call_time(text)
@@ -19,4 +19,10 @@ local function heartbeat(key, text, now)
   call('ZREMRANGEBYSCORE', key, '-inf', now - ttl)
   expire_in(key, ttl)
   return call('ZCARD', key)
+end
+
+-- The text of what a protected call on one key raised: a command's error reply (a table) or a
+-- script's own error.
+local function failure_text(failure)
+  return tostring(type(failure) == 'table' and failure.err or failure)
 end
