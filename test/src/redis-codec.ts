@@ -157,5 +157,5 @@ export function slidingLogExpiresAt(entries: readonly SlidingLogEntry[], windows
 /** The TypeScript model's state (algorithms/sliding-log.ts) that decides as these entries do; undefined when empty. */
 export function toSlidingLogModel(entries: readonly SlidingLogEntry[]): SlidingLogState | undefined {
   if (entries.length === 0) return undefined
-  return { times: entries.map((entry) => entry.at), totals: entries.map((entry) => entry.total), base: 0 }
+  return { times: entries.map((entry) => entry.at), totals: entries.map((entry) => entry.total), base: 0, start: 0 }
 }

@@ -168,6 +168,61 @@ describe('MemoryStore and RedisStore decide one-window rules identically', () =>
   })
 })
 
+// A sliding log held at its limit drops an entry for each it adds, and the MemoryStore cuts the
+// dropped ones off its arrays in one go now and then rather than at every charge: this run keeps
+// logs of hundreds of entries turning over, cut after cut, and Redis must agree at every step.
+describe('MemoryStore and RedisStore decide a sliding log held at its limit identically', () => {
+  let client: Redis
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'))
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  it('over 6,000 operations', async () => {
+    const clock = new ManualClock(1_700_000_000_555)
+    const rules = {
+      log: {
+        algorithm: 'sliding-log',
+        windows: [
+          { limit: 80, period: '500ms' },
+          { limit: 300, period: '2s' },
+        ],
+      },
+    } satisfies RulesOptions
+    const limiters: Limiter[] = [
+      createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
+      createLimiter({
+        store: new RedisStore({
+          client,
+          clock: clock.now,
+          prefix: `held-log:${process.pid}:`,
+          refusalCache: false,
+        }),
+        rules,
+      }),
+    ]
+    const random = seededRandom(300)
+    const seen = { allowed: 0, refused: 0 }
+    for (let step = 0; step < 6_000; step++) {
+      clock.advance(random(6))
+      const ids = [IDENTIFIERS[random(4) === 0 ? 1 : 0] as string]
+      const cost = random(25) === 0 ? 2 + random(20) : 1
+      const operation = (['consume', 'consume', 'consume', 'consume', 'consume', 'peek', 'refund'] as const)[random(7)]
+      const [local, redis] = (await Promise.all(
+        limiters.map((limiter) => limiter[operation ?? 'peek']('log', ids, { cost })),
+      )) as [Decision, Decision]
+      expect(redis, `step ${step}: ${operation} ${ids[0]} cost ${cost}`).toEqual(local)
+      if (operation === 'consume') seen[local.allowed ? 'allowed' : 'refused']++
+    }
+    // Many times what the 2 s window holds was admitted, and requests were refused all along.
+    expect(seen.allowed).toBeGreaterThan(5 * 300)
+    expect(seen.refused).toBeGreaterThan(300)
+    await Promise.all(limiters.map((limiter) => limiter.close()))
+  })
+})
+
 // Large quotas (bytes): limits up to 2^53 − 1, periods up to 366 days, costs up to the limit,
 // jumps of hours to months, and now and then a charge from a clock a day fast (another app server's),
 // so that sums and products pass 2^53, the bucket takes its coarser scale, and state stamped

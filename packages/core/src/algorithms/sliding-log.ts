@@ -14,8 +14,19 @@ import { answerAt, emptyAnswer, type StoreWindowResult } from './window-result.j
 export interface SlidingLogState {
   times: number[]
   totals: number[]
+  /** The running total before the first entry still kept (`start`). */
   base: number
+  /**
+   * Where the entries still kept begin: those before it were dropped. A log at its limit drops
+   * an entry for each it adds; taking each off the front of the arrays would move every other
+   * entry, so a charge would cost as much as the log is long. They are cut off in one go
+   * instead, once they make up half the arrays.
+   */
+  start: number
 }
+
+/** The fewest dropped entries worth cutting off: a short log is not cut at every charge. */
+const CUT_AT = 16
 
 function longestPeriod(windows: readonly Window[]): number {
   let longest = 0
@@ -23,12 +34,13 @@ function longestPeriod(windows: readonly Window[]): number {
   return longest
 }
 
-/** Index of the last entry at or before `time`, or -1. */
-function lastAtOrBefore(times: readonly number[], time: number): number {
+/** Index of the last entry kept at or before `time`, or `start − 1` when there is none. */
+function lastAtOrBefore(state: SlidingLogState, time: number): number {
+  const { times, start } = state
   // Charges drop what leaves the longest window, so most logs hold nothing older than it, as
   // the Lua finds out first too: then no search is needed.
-  if (times.length === 0 || (times[0] as number) > time) return -1
-  let low = 0
+  if (start >= times.length || (times[start] as number) > time) return start - 1
+  let low = start
   let high = times.length
   while (low < high) {
     const mid = (low + high) >>> 1
@@ -39,12 +51,12 @@ function lastAtOrBefore(times: readonly number[], time: number): number {
 }
 
 function totalAt(state: SlidingLogState, index: number): number {
-  return index < 0 ? state.base : (state.totals[index] as number)
+  return index < state.start ? state.base : (state.totals[index] as number)
 }
 
 /** The running total before the window: what the window holds is the last total less it. */
 function totalBefore(state: SlidingLogState, window: Window, now: number): number {
-  return totalAt(state, lastAtOrBefore(state.times, now - window.periodMs))
+  return totalAt(state, lastAtOrBefore(state, now - window.periodMs))
 }
 
 function lastTotal(state: SlidingLogState): number {
@@ -60,7 +72,7 @@ function fits(state: SlidingLogState | undefined, window: Window, now: number, n
   // The request fits once enough of the oldest units have left the window.
   // The last total less the room the request lacks: no sum passes the last total, below 2^53.
   const target = before + inWindow - (window.limit - need)
-  let low = 0
+  let low = state.start
   let high = state.totals.length - 1
   while (low < high) {
     const mid = (low + high) >>> 1
@@ -101,24 +113,29 @@ function charge(
   cost: number,
 ): SlidingLogState {
   const cutoff = now - longestPeriod(windows)
-  const log = state ?? { times: [], totals: [], base: 0 }
+  const log = state ?? { times: [], totals: [], base: 0, start: 0 }
   const last = log.times.length - 1
-  if (last < 0 || (log.times[last] as number) <= cutoff) {
+  if (last < log.start || (log.times[last] as number) <= cutoff) {
     // Nothing left in any window: start the running total afresh.
     log.times = []
     log.totals = []
     log.base = 0
+    log.start = 0
   } else {
-    const expired = lastAtOrBefore(log.times, cutoff) + 1
-    if (expired > 0) {
-      log.base = log.totals[expired - 1] as number
-      log.times.splice(0, expired)
-      log.totals.splice(0, expired)
+    const kept = lastAtOrBefore(log, cutoff) + 1
+    if (kept > log.start) {
+      log.base = log.totals[kept - 1] as number
+      log.start = kept
+    }
+    if (log.start >= CUT_AT && log.start * 2 >= log.times.length) {
+      log.times.splice(0, log.start)
+      log.totals.splice(0, log.start)
+      log.start = 0
     }
   }
   const n = log.times.length
   if (totalAt(log, n - 1) + cost > Number.MAX_SAFE_INTEGER) {
-    for (let i = 0; i < n; i++) log.totals[i] = (log.totals[i] as number) - log.base
+    for (let i = log.start; i < n; i++) log.totals[i] = (log.totals[i] as number) - log.base
     log.base = 0
   }
   // `clamp` left no entry after now, so entries stay in time order.
@@ -136,7 +153,7 @@ function refund(
   if (!state) return undefined
   const cutoff = now - longestPeriod(windows)
   let left = cost
-  while (left > 0 && state.times.length > 0 && (state.times[state.times.length - 1] as number) > cutoff) {
+  while (left > 0 && state.times.length > state.start && (state.times[state.times.length - 1] as number) > cutoff) {
     const last = state.times.length - 1
     const units = (state.totals[last] as number) - totalAt(state, last - 1)
     if (units <= left) {
@@ -155,7 +172,7 @@ function refund(
 function clamp(state: SlidingLogState | undefined, now: number): boolean {
   if (!state) return false
   let moved = false
-  for (let i = state.times.length - 1; i >= 0 && (state.times[i] as number) > now; i--) {
+  for (let i = state.times.length - 1; i >= state.start && (state.times[i] as number) > now; i--) {
     state.times[i] = now
     moved = true
   }
@@ -183,7 +200,7 @@ export const slidingLog: Algorithm<SlidingLogState> = {
 
   expiresAt(state, windows) {
     const n = state.times.length
-    return n === 0 ? 0 : (state.times[n - 1] as number) + longestPeriod(windows)
+    return n === state.start ? 0 : (state.times[n - 1] as number) + longestPeriod(windows)
   },
 
   read(state, windows, now, cost, random) {
