@@ -10,6 +10,7 @@ import { LocalCounts } from '../stores/shared/local-counts.js'
 import { DECIDES_IN_PROCESS, type DecidesInProcess } from '../stores/shared/local-decision.js'
 import type { Store, StoreRequest, StoreResult, StoreTarget } from '../stores/store.js'
 import { TollgateError } from '../support/errors.js'
+import { Fifo } from '../support/fifo.js'
 import { type BreakerChange, type BreakerSettings, CircuitBreaker } from './circuit-breaker.js'
 import { type DecisionPlan, decisionOf, fallbackDecisionOf, requestOf } from './decision-plan.js'
 import { FailOpenNotice } from './fail-open-notice.js'
@@ -55,7 +56,7 @@ export class StoreCaller implements CallSettler {
   /** Decisions waiting for the store, bounded by `backlog.max`. */
   private waiting = 0
   /** Decisions queued for room in the backlog (`whenFull: 'wait'`), oldest first. */
-  private readonly queued: QueuedDecision[] = []
+  private readonly queued = new Fifo<QueuedDecision>()
   private overloadWarned = false
   private drained: (() => void) | undefined
   private closed: Promise<void> | undefined
