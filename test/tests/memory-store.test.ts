@@ -91,6 +91,29 @@ describe('maxKeys', () => {
     await limiter.close()
   })
 
+  // A login's lockout under an identifier flood: each identifier is refused once and blocked, so
+  // the table of blocks stays full, each new block taking the place of the one written longest ago.
+  it('holds at most maxKeys blocks under a flood of blocked identifiers, the newest still blocked', async () => {
+    const store = new MemoryStore({ maxKeys: 100, clock: () => START, sweepIntervalMs: 0 })
+    const limiter = createLimiter({
+      store,
+      rules: {
+        login: { algorithm: 'fixed-window', windows: [{ limit: 1, period: '1h' }], block: { after: 1, for: '1h' } },
+      },
+    })
+    for (let i = 0; i < 1_000; i++) {
+      await limiter.consume('login', `user:${i}`)
+      expect((await limiter.consume('login', `user:${i}`)).reason).toBe('blocked')
+    }
+    const blocks = store.ttls().filter(({ key }) => key.endsWith(':block'))
+    expect(blocks).toHaveLength(100)
+    expect(blocks.map(({ key }) => key.split('{')[1]?.split('}')[0]).sort()).toEqual(
+      Array.from({ length: 100 }, (_, i) => `user:${900 + i}`).sort(),
+    )
+    expect((await limiter.peek('login', 'user:999')).reason).toBe('blocked')
+    await limiter.close()
+  })
+
   it.each([
     ['charging it', (limiter: Limiter) => limiter.consume('api', 'a')],
     ['peeking at it', (limiter: Limiter) => limiter.peek('api', 'a')],

@@ -24,6 +24,24 @@ describe('LocalCounts, the one table a local failure policy counts on', () => {
     expect(counts.evaluateTargets(consume('ip:first', 10), keyOf, T).allowed).toBe(true)
   })
 
+  it('gives a new key the place of a count that has ended before that of the oldest', () => {
+    const counts = new LocalCounts(1, 3)
+    const short = [{ limit: 10, periodMs: 1_000 }]
+    const shortConsume = (identifier: string): StoreRequest => ({
+      operation: 'consume',
+      targets: [{ rule: 'burst', algorithm: 'fixed-window', windows: short, identifier }],
+      cost: 1,
+    })
+    counts.evaluateTargets(consume('ip:oldest', 4), keyOf, T)
+    counts.evaluateTargets(shortConsume('ip:ended'), keyOf, T)
+    counts.evaluateTargets(consume('ip:third'), keyOf, T)
+    // Two seconds on, the 1 s window's count has ended; the oldest's minute has not.
+    counts.evaluateTargets(consume('ip:new'), keyOf, T + 2_000)
+    expect(counts.size).toBe(3)
+    const oldest = counts.evaluateTargets(consume('ip:oldest', 0), keyOf, T + 2_000)
+    expect(oldest.windows[0]?.remaining).toBe(6)
+  })
+
   it("counts each process's share of a limit: ⌈limit ÷ processes⌉", () => {
     const counts = new LocalCounts(3, 100)
     const admitted = Array.from({ length: 6 }, () => counts.evaluateTargets(consume('ip:a'), keyOf, T).allowed)

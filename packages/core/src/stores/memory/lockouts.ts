@@ -1,5 +1,6 @@
 import type { LockoutState } from '../../algorithms/lockout.js'
 import { KeyBuilder } from '../../rules/keys.js'
+import { OldestFirst } from '../../support/oldest-first.js'
 import type { LockoutTable } from '../shared/evaluate-locally.js'
 import type { StoreTarget } from '../store.js'
 
@@ -11,11 +12,13 @@ interface Kept {
 
 /**
  * A MemoryStore's blocks, by rule and identifier, as Redis keeps them beside each state key: few
- * (only rules with `block` have them, only identifiers they refused), so a Map in insertion
- * order, bounded like the store's keys: past `maxKeys`, the oldest kept goes first.
+ * (only rules with `block` have them, only identifiers they refused), so kept in the order of
+ * their last writes, bounded like the store's keys: past `maxKeys`, the oldest kept goes first.
+ * A flood of identifiers refused one after another keeps it full, each new one taking the oldest
+ * one's place.
  */
 export class MemoryLockouts implements LockoutTable {
-  private readonly kept = new Map<string, Kept>()
+  private readonly kept = new OldestFirst<string, Kept>()
 
   constructor(private readonly maxKeys: number) {}
 
@@ -36,9 +39,7 @@ export class MemoryLockouts implements LockoutTable {
 
   set(target: StoreTarget, state: LockoutState, expiresAt: number): void {
     const name = nameOf(target)
-    // Moved to the end: the order is the order of last writes, the oldest first to go.
-    this.kept.delete(name)
-    if (this.kept.size >= this.maxKeys) this.kept.delete(this.kept.keys().next().value as string)
+    if (this.kept.size >= this.maxKeys && !this.kept.has(name)) this.kept.deleteOldest()
     // Copied: a decision made in the process passes targets it reuses for the next one.
     const { rule, algorithm, identifier } = target
     this.kept.set(name, { state, expiresAt, target: { rule, algorithm, identifier } })
@@ -58,7 +59,7 @@ export class MemoryLockouts implements LockoutTable {
   ttls(now: number): Array<{ key: string; ttlMs: number }> {
     const keys = new KeyBuilder('')
     const ttls: Array<{ key: string; ttlMs: number }> = []
-    for (const { target, expiresAt } of this.kept.values()) {
+    for (const [, { target, expiresAt }] of this.kept) {
       if (expiresAt > now) {
         ttls.push({
           key: `${keys.key(target.rule, target.algorithm, target.identifier)}:block`,

@@ -1,4 +1,5 @@
 import type { Window } from '../../rules/rules.js'
+import { OldestFirst } from '../../support/oldest-first.js'
 import { hasBlock } from '../shared/redis-wire.js'
 import type { StoreResult, StoreTarget, StoreWindowResult } from '../store.js'
 
@@ -55,7 +56,7 @@ export class RefusalCache {
   /** For each target's pair, the refusals of several targets that hold it. */
   private readonly holders = new Map<string, Set<Refusal>>()
   /** Every refusal kept, oldest first: the first to go when the cache is full. */
-  private readonly kept = new Set<Refusal>()
+  private readonly kept = new OldestFirst<Refusal, true>()
   /** Refunds and resets so far: a request sent before one of them is not kept. */
   private changes = 0
 
@@ -128,7 +129,7 @@ export class RefusalCache {
       : this.multiple.get((pairs as string[]).join(''))
     if (existing !== undefined) this.delete(existing)
     else if (this.kept.size >= this.maxEntries) this.evictOldest()
-    this.kept.add(refusal)
+    this.kept.set(refusal, true)
     if (one !== undefined) {
       let byIdentifier = this.single.get(one.rule)
       if (byIdentifier === undefined) {
@@ -167,10 +168,8 @@ export class RefusalCache {
   }
 
   private evictOldest(): void {
-    for (const refusal of this.kept) {
-      this.delete(refusal)
-      return
-    }
+    const oldest = this.kept.oldestKey()
+    if (oldest !== undefined) this.delete(oldest)
   }
 
   private delete(refusal: Refusal): void {

@@ -1,4 +1,5 @@
 import type { Window } from '../../rules/rules.js'
+import { OldestFirst } from '../../support/oldest-first.js'
 import type { StoreRequest, StoreResult, StoreTarget } from '../store.js'
 import { evaluateLocally, type StateTable } from './evaluate-locally.js'
 
@@ -11,12 +12,14 @@ const EVICTION_LOOK = 16
  * sync reaches Redis. Each process counts only what it admits itself from the failure on,
  * against its share of each limit (⌈limit ÷ processes⌉; the whole limit when `processes` is 1).
  * It holds at most `maxKeys` counts: a new key past that takes the place of an expired count,
- * else of the oldest, so that a failure met by a flood of identifiers keeps the process's memory
- * bounded; the evicted key counts from zero again, within its share.
+ * else of the one written longest ago, so that a failure met by a flood of identifiers keeps the
+ * process's memory bounded; the evicted key counts from zero again, within its share.
  */
 export class LocalCounts {
-  private readonly states = new Map<string, { state: unknown; expiresAt: number }>()
+  private readonly states = new OldestFirst<string, { state: unknown; expiresAt: number }>()
   private readonly shares = new WeakMap<readonly Window[], readonly Window[]>()
+  /** The time of the decision being made: a count that ended by then may give its place to a new one. */
+  private now = 0
   private readonly table: StateTable = {
     get: (key, now) => {
       const kept = this.states.get(key)
@@ -28,7 +31,7 @@ export class LocalCounts {
       return kept.state
     },
     set: (key, state, expiresAt) => {
-      if (this.states.size >= this.maxKeys && !this.states.has(key)) this.evictOne(expiresAt)
+      if (this.states.size >= this.maxKeys && !this.states.has(key)) this.evictOne(this.now)
       this.states.set(key, { state, expiresAt })
     },
     delete: (key) => {
@@ -48,6 +51,7 @@ export class LocalCounts {
 
   evaluate(keys: readonly string[], request: StoreRequest, now: number): StoreResult {
     const targets = request.targets.map((target) => ({ ...target, windows: this.share(target.windows) }))
+    this.now = now
     return evaluateLocally(this.table, keys, { ...request, targets }, now)
   }
 
@@ -59,16 +63,14 @@ export class LocalCounts {
   /** An expired count among the oldest few, else the oldest: a bounded look, not a sweep. */
   private evictOne(now: number): void {
     let looked = 0
-    let oldest: string | undefined
     for (const [key, kept] of this.states) {
-      oldest ??= key
       if (kept.expiresAt <= now) {
         this.states.delete(key)
         return
       }
       if (++looked >= EVICTION_LOOK) break
     }
-    if (oldest !== undefined) this.states.delete(oldest)
+    this.states.deleteOldest()
   }
 
   private share(windows: readonly Window[]): readonly Window[] {
