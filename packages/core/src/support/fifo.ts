@@ -1,9 +1,9 @@
 /**
  * A first-in first-out queue whose `shift` costs the same however long it is. An array's own
  * `shift` moves every item left behind once the array is large, so draining a queue of n items
- * that way costs n²: a flood of a hundred thousand queued calls would hold the process for
- * seconds. Here items taken are only counted, and cut off the array in one go once they are
- * half of it.
+ * that way costs n², and a flood queued that way would hold the process (bench/README.md,
+ * `backlog-flood`). Here items taken are only counted, and cut off the array in one go once they
+ * are half of it.
  */
 export class Fifo<T> {
   private items: Array<T | undefined> = []

@@ -11,7 +11,7 @@ interface Entry<K, V> {
  * by dropping their oldest. A Map's own first key is no such thing: an entry deleted stays in its
  * table as a hole until the table is rebuilt, and finding the first key steps over every hole
  * before it, so a Map kept full by deleting its first key takes longer for each the fuller it is
- * (tens of microseconds at a million keys). Here the entries are also linked oldest to newest.
+ * (bench/README.md, `lockout-flood`). Here the entries are also linked oldest to newest.
  */
 export class OldestFirst<K, V> {
   private readonly entries = new Map<K, Entry<K, V>>()
