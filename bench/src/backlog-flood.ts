@@ -1,6 +1,7 @@
 import { createLimiter, RedisStore } from '@tollgate/core'
 import { spawnRedisServer } from '@tollgate/test-support/redis-server'
 import { Redis } from 'ioredis'
+import { printGrowth } from './growth-table.js'
 
 /*
  * A flood far past `backlog.max` with `whenFull: 'wait'`: every decision beyond the 256 waiting
@@ -38,19 +39,12 @@ async function timeFlood(calls: number): Promise<number> {
 }
 
 try {
-  // Warm-up, so that the first flood is not timed while V8 compiles.
-  await timeFlood(FLOODS[0] as number)
-  console.log(
-    `Node ${process.version}; RedisStore, backlog.max ${BACKLOG_MAX} with whenFull 'wait', fixed window, calls started in one turn`,
+  await printGrowth(
+    `RedisStore, backlog.max ${BACKLOG_MAX} with whenFull 'wait', fixed window, calls started in one turn`,
+    { size: 'calls at once', time: 'µs per decision' },
+    FLOODS,
+    timeFlood,
   )
-  console.log('\n| calls at once | µs per decision | × the smallest |')
-  console.log('| ---: | ---: | ---: |')
-  let smallest = 0
-  for (const calls of FLOODS) {
-    const micros = await timeFlood(calls)
-    if (smallest === 0) smallest = micros
-    console.log(`| ${calls.toLocaleString('en-US')} | ${micros.toFixed(1)} | ×${(micros / smallest).toFixed(2)} |`)
-  }
 } finally {
   client.disconnect()
   await server.stop()

@@ -1,4 +1,5 @@
 import { createLimiter, MemoryStore } from '@tollgate/core'
+import { printGrowth } from './growth-table.js'
 
 /*
  * A sliding log held at its limit, on a MemoryStore: each admitted request adds an entry and
@@ -45,16 +46,9 @@ async function timeHeldLog(limit: number, decisions: number): Promise<number> {
   return micros
 }
 
-// Warm-up, so that the first length is not timed while V8 compiles.
-await timeHeldLog(1_000, DECISIONS)
-console.log(
-  `Node ${process.version}; MemoryStore, sliding log, one window per minute, one identifier; ${DECISIONS.toLocaleString('en-US')} decisions per length`,
+await printGrowth(
+  `MemoryStore, sliding log, one window per minute, one identifier; ${DECISIONS.toLocaleString('en-US')} decisions per length`,
+  { size: 'log length (limit per minute)', time: 'µs per decision' },
+  LENGTHS,
+  (limit) => timeHeldLog(limit, DECISIONS),
 )
-console.log('\n| log length (limit per minute) | µs per decision | × the shortest |')
-console.log('| ---: | ---: | ---: |')
-let shortest = 0
-for (const limit of LENGTHS) {
-  const micros = await timeHeldLog(limit, DECISIONS)
-  if (shortest === 0) shortest = micros
-  console.log(`| ${limit.toLocaleString('en-US')} | ${micros.toFixed(2)} | ×${(micros / shortest).toFixed(2)} |`)
-}

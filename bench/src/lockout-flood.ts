@@ -1,4 +1,5 @@
 import { createLimiter, MemoryStore } from '@tollgate/core'
+import { printGrowth } from './growth-table.js'
 
 /*
  * An identifier flood against a rule that blocks (a login's lockout, say), past the MemoryStore's
@@ -37,16 +38,9 @@ async function timeFlood(maxKeys: number): Promise<number> {
   return micros
 }
 
-// Warm-up, so that the first size is not timed while V8 compiles.
-await timeFlood(SIZES[0] as number)
-console.log(
-  `Node ${process.version}; MemoryStore, a fixed window of 1 per hour blocking after 1 refusal for an hour; ${TIMED.toLocaleString('en-US')} identifiers timed per size, each admitted once and then blocked`,
+await printGrowth(
+  `MemoryStore, a fixed window of 1 per hour blocking after 1 refusal for an hour; ${TIMED.toLocaleString('en-US')} identifiers timed per size, each admitted once and then blocked`,
+  { size: 'blocks held (maxKeys)', time: 'µs per identifier' },
+  SIZES,
+  timeFlood,
 )
-console.log('\n| blocks held (maxKeys) | µs per identifier | × the smallest |')
-console.log('| ---: | ---: | ---: |')
-let smallest = 0
-for (const maxKeys of SIZES) {
-  const micros = await timeFlood(maxKeys)
-  if (smallest === 0) smallest = micros
-  console.log(`| ${maxKeys.toLocaleString('en-US')} | ${micros.toFixed(2)} | ×${(micros / smallest).toFixed(2)} |`)
-}

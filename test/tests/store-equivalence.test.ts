@@ -14,6 +14,17 @@ import { seededRandom, seededUniform } from '../src/seeded-random.js'
 
 const IDENTIFIERS = ['ip:203.0.113.7', 'user:42', 'ip:2001:db8::/56']
 
+/**
+ * A MemoryStore's limiter and a RedisStore's on the same clock and rules. Every decision asks
+ * Redis (refusalCache: false): the script against the model is the subject.
+ */
+function memoryAndRedis(client: Redis, clock: ManualClock, rules: RulesOptions, prefix: string): Limiter[] {
+  return [
+    createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
+    createLimiter({ store: new RedisStore({ client, clock: clock.now, prefix, refusalCache: false }), rules }),
+  ]
+}
+
 describe('MemoryStore and RedisStore decide identically', () => {
   let client: Redis
   let splitting: Redis
@@ -129,18 +140,7 @@ describe('MemoryStore and RedisStore decide one-window rules identically', () =>
       // Counts and deficits too large to pack: the state goes between its compact and text forms.
       huge: { algorithm, windows: [{ limit: 2_000_000_000, period: '1m' }] },
     } satisfies RulesOptions
-    const limiters: Limiter[] = [
-      createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
-      createLimiter({
-        store: new RedisStore({
-          client,
-          clock: clock.now,
-          prefix: `one-window:${process.pid}:${algorithm}:`,
-          refusalCache: false,
-        }),
-        rules,
-      }),
-    ]
+    const limiters = memoryAndRedis(client, clock, rules, `one-window:${process.pid}:${algorithm}:`)
     const random = seededRandom(100 + ALGORITHMS.indexOf(algorithm))
     const seen = { allowed: 0, refused: 0 }
     for (let step = 0; step < 2_000; step++) {
@@ -191,18 +191,7 @@ describe('MemoryStore and RedisStore decide a sliding log held at its limit iden
         ],
       },
     } satisfies RulesOptions
-    const limiters: Limiter[] = [
-      createLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), rules }),
-      createLimiter({
-        store: new RedisStore({
-          client,
-          clock: clock.now,
-          prefix: `held-log:${process.pid}:`,
-          refusalCache: false,
-        }),
-        rules,
-      }),
-    ]
+    const limiters = memoryAndRedis(client, clock, rules, `held-log:${process.pid}:`)
     const random = seededRandom(300)
     const seen = { allowed: 0, refused: 0 }
     for (let step = 0; step < 6_000; step++) {

@@ -1,20 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { OldestFirst } from '../src/support/oldest-first.js'
-
-/** A mulberry32 integer below `n`, from a fixed seed, so that a failure repeats. */
-function seeded(seed: number): (n: number) => number {
-  let state = seed
-  return (n) => {
-    state = (state + 0x6d2b79f5) | 0
-    let t = Math.imul(state ^ (state >>> 15), 1 | state)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4_294_967_296) * n)
-  }
-}
+import { seededRandom } from './random-fixtures.js'
 
 describe('OldestFirst', () => {
   it('keeps the order of last writes through sets, rewrites, deletes and drops of the oldest', () => {
-    const random = seeded(11)
+    const random = seededRandom(11)
     const table = new OldestFirst<string, number>()
     // The model: a Map deleted from and written to again, which keeps the order of last writes.
     const model = new Map<string, number>()

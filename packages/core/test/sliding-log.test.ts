@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { type SlidingLogState, slidingLog } from '../src/algorithms/sliding-log.js'
 import type { Window } from '../src/rules/windows.js'
+import { seededRandom } from './random-fixtures.js'
 
 /** A log as a plain list of every admitted request, the model the kept state must agree with. */
 class ReferenceLog {
@@ -23,17 +24,6 @@ class ReferenceLog {
   }
 }
 
-/** A pseudo-random integer below `n` (mulberry32), from a fixed seed, so that a failure repeats. */
-function seeded(seed: number): (n: number) => number {
-  let state = seed
-  return (n) => {
-    state = (state + 0x6d2b79f5) | 0
-    let t = Math.imul(state ^ (state >>> 15), 1 | state)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4_294_967_296) * n)
-  }
-}
-
 describe('sliding log held at its limit', () => {
   const windows: readonly Window[] = [
     { limit: 500, periodMs: 2_000 },
@@ -45,7 +35,7 @@ describe('sliding log held at its limit', () => {
   // front of its arrays in one go, so that no charge moves every entry the log holds: this run
   // attacks the cut, charge after charge, at every length the log goes through.
   it('counts what the plain list of requests counts, and keeps at most twice its live entries', () => {
-    const random = seeded(7)
+    const random = seededRandom(7)
     const reference = new ReferenceLog()
     let state: SlidingLogState | undefined
     let now = 1_700_000_000_000
