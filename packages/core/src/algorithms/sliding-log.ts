@@ -25,9 +25,6 @@ export interface SlidingLogState {
   start: number
 }
 
-/** The fewest dropped entries worth cutting off: a short log is not cut at every charge. */
-const CUT_AT = 16
-
 function longestPeriod(windows: readonly Window[]): number {
   let longest = 0
   for (const window of windows) longest = Math.max(longest, window.periodMs)
@@ -127,7 +124,7 @@ function charge(
       log.base = log.totals[kept - 1] as number
       log.start = kept
     }
-    if (log.start >= CUT_AT && log.start * 2 >= log.times.length) {
+    if (log.start * 2 >= log.times.length) {
       log.times.splice(0, log.start)
       log.totals.splice(0, log.start)
       log.start = 0
