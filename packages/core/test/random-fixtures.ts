@@ -1,13 +1,15 @@
 /**
- * Pseudo-random integers below `n` (mulberry32), from a fixed seed: a test that draws its cases
- * from one fails the same way each time it runs.
+ * mulberry32: a small generator whose sequence depends only on its seed, so a failure replays
+ * exactly. Returns integers in [0, below). The suite's one generator: `test/src/seeded-random.ts`
+ * passes it on to the tests beside the harness.
  */
-export function seededRandom(seed: number): (n: number) => number {
-  let state = seed
-  return (n) => {
-    state = (state + 0x6d2b79f5) | 0
-    let t = Math.imul(state ^ (state >>> 15), 1 | state)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4_294_967_296) * n)
+export function seededRandom(seed: number): (below: number) => number {
+  let state = seed >>> 0
+  return (below) => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4_294_967_296) * below)
   }
 }
